@@ -1,0 +1,8 @@
+//! Lucent engine core: the ncnn model format, tensors, the stable error codes, and the backends'
+//! common ground. No napi and no GPU code here.
+pub mod error;
+pub mod ncnn;
+pub mod tensor;
+
+pub use error::{Code, Error, Result};
+pub use tensor::Tensor;
