@@ -1,0 +1,272 @@
+// Safe fetching of user-supplied URLs (SSRF guard).
+//
+// - http/https only; every hop of a redirect chain is re-validated (scheme, host, address).
+// - Host names are resolved inside the connection's own `lookup`, so the address that is checked is the address
+//   that is connected to (no DNS-rebinding window between check and connect).
+// - IP-literal hosts never reach `lookup` (Node's net skips it), so they are checked here before connecting.
+// - Body size is capped while streaming; Content-Length above the cap is refused before reading the body.
+// - Every request runs on its own short-lived undici Agent which is destroyed afterwards, on success and on
+//   every failure path, so no socket outlives the call.
+
+import dns from 'node:dns'
+import fs from 'node:fs'
+import net from 'node:net'
+import { Transform, type TransformCallback } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { Agent, request } from 'undici'
+import { isBlockedAddress } from './address.js'
+
+export { isBlockedAddress } from './address.js'
+
+export interface FetchPolicy {
+  /** Host names or IP literals (exact, case-insensitive) that may be fetched although private. */
+  allow: string[]
+  maxBytes: number
+  connectTimeoutMs: number
+  headersTimeoutMs: number
+  /** Idle time allowed between two body chunks. */
+  bodyTimeoutMs: number
+  maxRedirects: number
+  /** Optional overall deadline for the whole call (all hops, headers and body). */
+  totalTimeoutMs?: number
+}
+
+export type FetchErrorReason =
+  | 'invalid_url'
+  | 'blocked_address'
+  | 'too_large'
+  | 'timeout'
+  | 'http_status'
+  | 'network'
+  | 'too_many_redirects'
+  | 'unsupported_scheme'
+
+export class FetchError extends Error {
+  reason: FetchErrorReason
+  status?: number
+  constructor(reason: FetchErrorReason, message: string, opts: { status?: number; cause?: unknown } = {}) {
+    super(message, opts.cause !== undefined ? { cause: opts.cause } : undefined)
+    this.name = 'FetchError'
+    this.reason = reason
+    if (opts.status !== undefined) this.status = opts.status
+  }
+}
+
+const REDIRECT_CODES = new Set([301, 302, 303, 307, 308])
+const USER_AGENT = 'lucent-fetch/0.1'
+
+/** Lower-case, strip IPv6 brackets and one trailing dot; IP literals in canonical WHATWG form. */
+function normalizeHost(h: string): string {
+  let s = h.trim().toLowerCase()
+  if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1)
+  if (s.endsWith('.')) s = s.slice(0, -1)
+  try {
+    const u = new URL(`http://${net.isIPv6(s) ? `[${s}]` : s}/`)
+    let c = u.hostname
+    if (c.startsWith('[') && c.endsWith(']')) c = c.slice(1, -1)
+    return c
+  } catch {
+    return s
+  }
+}
+
+class BlockedLookupError extends Error {
+  code = 'ERR_LUCENT_BLOCKED_ADDRESS'
+}
+
+type LookupCb = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
+
+function makeLookup(allow: Set<string>) {
+  return (hostname: string, options: dns.LookupOptions | number | undefined, callback: LookupCb): void => {
+    const opts: dns.LookupOptions = typeof options === 'number' ? { family: options } : { ...(options ?? {}) }
+    const wantAll = opts.all === true
+    dns.lookup(hostname, { ...opts, all: true }, (err, addresses) => {
+      if (err) return callback(err, wantAll ? [] : '')
+      const allowed = allow.has(normalizeHost(hostname))
+      const ok = allowed ? addresses : addresses.filter((a) => !isBlockedAddress(a.address))
+      if (ok.length === 0) {
+        const list = addresses.map((a) => a.address).join(', ')
+        return callback(new BlockedLookupError(`${hostname} resolves to a blocked address (${list})`), wantAll ? [] : '')
+      }
+      if (wantAll) callback(null, ok)
+      else callback(null, ok[0]!.address, ok[0]!.family)
+    })
+  }
+}
+
+function parseTarget(raw: string, base: URL | undefined, allow: Set<string>): URL {
+  let url: URL
+  try {
+    url = base ? new URL(raw, base) : new URL(raw)
+  } catch (e) {
+    throw new FetchError('invalid_url', `invalid URL: ${String(raw).slice(0, 200)}`, { cause: e })
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new FetchError('unsupported_scheme', `unsupported scheme ${url.protocol}`)
+  }
+  const host = normalizeHost(url.hostname)
+  if (host === '') throw new FetchError('invalid_url', 'URL has no host')
+  if (net.isIP(host) !== 0 && !allow.has(host) && isBlockedAddress(host)) {
+    throw new FetchError('blocked_address', `address ${host} is not allowed`)
+  }
+  return url
+}
+
+function findCause(e: unknown, pred: (x: any) => boolean): any {
+  let cur: any = e
+  for (let i = 0; i < 8 && cur != null; i++) {
+    if (pred(cur)) return cur
+    cur = cur.cause
+  }
+  return undefined
+}
+
+function mapError(e: unknown): FetchError {
+  if (e instanceof FetchError) return e
+  const fe = findCause(e, (x) => x instanceof FetchError)
+  if (fe) return fe
+  if (findCause(e, (x) => x instanceof BlockedLookupError)) {
+    return new FetchError('blocked_address', findCause(e, (x) => x instanceof BlockedLookupError).message, { cause: e })
+  }
+  const code: string | undefined = findCause(e, (x) => typeof x?.code === 'string')?.code
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+    case 'ETIMEDOUT':
+      return new FetchError('timeout', (e as Error).message, { cause: e })
+    case 'ERR_INVALID_URL':
+    case 'UND_ERR_INVALID_ARG':
+      return new FetchError('invalid_url', (e as Error).message, { cause: e })
+  }
+  const msg = e instanceof Error ? e.message : String(e)
+  return new FetchError('network', msg || code || 'network error', { cause: e })
+}
+
+interface Opened {
+  statusCode: number
+  headers: Record<string, string | string[] | undefined>
+  body: NodeJS.ReadableStream & { destroy(err?: Error): void }
+  finalUrl: string
+}
+
+/** Drops a response body: swallow the abort error it emits, release the socket. */
+function discard(body: { on(ev: 'error', fn: () => void): unknown; destroy(): unknown }): void {
+  body.on('error', () => {})
+  body.destroy()
+}
+
+function header(h: Opened['headers'], name: string): string | null {
+  const v = h[name]
+  if (v === undefined) return null
+  return Array.isArray(v) ? (v[0] ?? null) : v
+}
+
+async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, allow: Set<string>, signal: AbortSignal): Promise<Opened> {
+  let url = parseTarget(rawUrl, undefined, allow)
+  for (let hop = 0; ; hop++) {
+    const res = await request(url.origin + url.pathname + url.search, {
+      method: 'GET',
+      dispatcher: agent,
+      signal,
+      headers: { 'user-agent': USER_AGENT, accept: '*/*', 'accept-encoding': 'identity' },
+    })
+    const headers = res.headers as Opened['headers']
+    const location = header(headers, 'location')
+    if (REDIRECT_CODES.has(res.statusCode) && location !== null) {
+      discard(res.body)
+      if (hop >= policy.maxRedirects) {
+        throw new FetchError('too_many_redirects', `more than ${policy.maxRedirects} redirects`)
+      }
+      url = parseTarget(location, url, allow)
+      continue
+    }
+    if (res.statusCode < 200 || res.statusCode > 299) {
+      discard(res.body)
+      throw new FetchError('http_status', `HTTP ${res.statusCode} from ${url.host}`, { status: res.statusCode })
+    }
+    const len = header(headers, 'content-length')
+    if (len !== null && /^\s*\d+\s*$/.test(len) && Number(len) > policy.maxBytes) {
+      discard(res.body)
+      throw new FetchError('too_large', `Content-Length ${len.trim()} exceeds ${policy.maxBytes} bytes`)
+    }
+    const final = new URL(url.href)
+    final.hash = ''
+    final.username = ''
+    final.password = ''
+    return { statusCode: res.statusCode, headers, body: res.body as unknown as Opened['body'], finalUrl: final.href }
+  }
+}
+
+async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<string>, signal: AbortSignal) => Promise<T>): Promise<T> {
+  const allow = new Set(policy.allow.map(normalizeHost))
+  const agent = new Agent({
+    connect: { timeout: policy.connectTimeoutMs, lookup: makeLookup(allow) as any },
+    headersTimeout: policy.headersTimeoutMs,
+    bodyTimeout: policy.bodyTimeoutMs,
+    connections: 1,
+    pipelining: 1,
+  })
+  const ac = new AbortController()
+  let timer: NodeJS.Timeout | undefined
+  if (policy.totalTimeoutMs !== undefined && policy.totalTimeoutMs > 0) {
+    timer = setTimeout(() => ac.abort(new FetchError('timeout', `no complete answer within ${policy.totalTimeoutMs} ms`)), policy.totalTimeoutMs)
+  }
+  try {
+    return await fn(agent, allow, ac.signal)
+  } catch (e) {
+    if (ac.signal.aborted && ac.signal.reason instanceof FetchError) throw ac.signal.reason
+    throw mapError(e)
+  } finally {
+    if (timer) clearTimeout(timer)
+    await agent.destroy().catch(() => {})
+  }
+}
+
+/** Fetches `url` into memory under `policy`. Throws FetchError. */
+export async function safeFetch(url: string, policy: FetchPolicy): Promise<{ body: Buffer; contentType: string | null; finalUrl: string }> {
+  return withAgent(policy, async (agent, allow, signal) => {
+    const res = await open(url, policy, agent, allow, signal)
+    const chunks: Buffer[] = []
+    let total = 0
+    try {
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        total += chunk.length
+        if (total > policy.maxBytes) throw new FetchError('too_large', `body exceeds ${policy.maxBytes} bytes`)
+        chunks.push(chunk)
+      }
+    } catch (e) {
+      discard(res.body)
+      throw e
+    }
+    return { body: Buffer.concat(chunks, total), contentType: header(res.headers, 'content-type'), finalUrl: res.finalUrl }
+  })
+}
+
+class ByteLimit extends Transform {
+  bytes = 0
+  constructor(private readonly max: number) {
+    super()
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length
+    if (this.bytes > this.max) cb(new FetchError('too_large', `body exceeds ${this.max} bytes`))
+    else cb(null, chunk)
+  }
+}
+
+/** Streams `url` into the file `dest` under `policy`; a partial file is removed on failure. Throws FetchError. */
+export async function safeFetchToFile(url: string, dest: string, policy: FetchPolicy): Promise<{ bytes: number; contentType: string | null; finalUrl: string }> {
+  return withAgent(policy, async (agent, allow, signal) => {
+    const res = await open(url, policy, agent, allow, signal)
+    const limit = new ByteLimit(policy.maxBytes)
+    try {
+      await pipeline(res.body, limit, fs.createWriteStream(dest))
+    } catch (e) {
+      discard(res.body)
+      await fs.promises.rm(dest, { force: true }).catch(() => {})
+      throw e
+    }
+    return { bytes: limit.bytes, contentType: header(res.headers, 'content-type'), finalUrl: res.finalUrl }
+  })
+}
