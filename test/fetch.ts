@@ -300,7 +300,7 @@ t.test('size cap', async (t) => {
 t.test('safeFetchToFile streams to disk', async (t) => {
   const data = Buffer.alloc(300_000)
   for (let i = 0; i < data.length; i++) data[i] = (i * 31) & 0xff
-  const { port } = await serve((_req, res) => {
+  const { port, stats } = await serve((_req, res) => {
     res.writeHead(200, { 'content-type': 'video/mp4' })
     res.end(data)
   })
@@ -315,6 +315,11 @@ t.test('safeFetchToFile streams to disk', async (t) => {
   const blockedDest = path.join(dir, 'blocked.mp4')
   t.equal(await reason(safeFetchToFile(`http://127.0.0.1:${port}/v.mp4`, blockedDest, base)), 'blocked_address')
   t.notOk(fs.existsSync(blockedDest), 'nothing written for a blocked URL')
+  const before = stats.connections
+  const e = await safeFetchToFile(`http://127.0.0.1:${port}/v.mp4`, path.join(dir, 'no/such/dir/x.mp4'), local).catch((e) => e)
+  t.notOk(e instanceof FetchError, 'a local file error is not a FetchError')
+  t.equal(e.code, 'ENOENT')
+  t.equal(stats.connections, before, 'no request made when the destination cannot be opened')
 })
 
 t.test('timeouts', async (t) => {

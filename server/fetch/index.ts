@@ -215,6 +215,7 @@ async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<s
   try {
     return await fn(agent, allow, ac.signal)
   } catch (e) {
+    if (localErrors.has(e as object)) throw e // a local file-system error, not the remote side's fault
     if (ac.signal.aborted && ac.signal.reason instanceof FetchError) throw ac.signal.reason
     throw mapError(e)
   } finally {
@@ -243,6 +244,9 @@ export async function safeFetch(url: string, policy: FetchPolicy): Promise<{ bod
   })
 }
 
+/** Errors of the local destination file: passed through unchanged (not FetchError). */
+const localErrors = new WeakSet<object>()
+
 class ByteLimit extends Transform {
   bytes = 0
   constructor(private readonly max: number) {
@@ -255,13 +259,36 @@ class ByteLimit extends Transform {
   }
 }
 
-/** Streams `url` into the file `dest` under `policy`; a partial file is removed on failure. Throws FetchError. */
+/**
+ * Streams `url` into the file `dest` under `policy`; a partial file is removed on failure. Throws FetchError,
+ * except for errors of the destination file itself (ENOENT, ENOSPC, EACCES...), which are thrown unchanged.
+ */
 export async function safeFetchToFile(url: string, dest: string, policy: FetchPolicy): Promise<{ bytes: number; contentType: string | null; finalUrl: string }> {
   return withAgent(policy, async (agent, allow, signal) => {
-    const res = await open(url, policy, agent, allow, signal)
+    // Open the destination first: a bad path fails before any network traffic.
+    let handle: fs.promises.FileHandle
+    try {
+      handle = await fs.promises.open(dest, 'w')
+    } catch (e) {
+      if (e && typeof e === 'object') localErrors.add(e)
+      throw e
+    }
+    const file = fs.createWriteStream('', { fd: handle as unknown as number, autoClose: true })
+    // pipeline() also destroys the file stream with the remote side's errors: mark only real fs errors.
+    file.on('error', (e: NodeJS.ErrnoException) => {
+      if (typeof e?.syscall === 'string') localErrors.add(e)
+    })
+    let res: Opened
+    try {
+      res = await open(url, policy, agent, allow, signal)
+    } catch (e) {
+      file.destroy()
+      await fs.promises.rm(dest, { force: true }).catch(() => {})
+      throw e
+    }
     const limit = new ByteLimit(policy.maxBytes)
     try {
-      await pipeline(res.body, limit, fs.createWriteStream(dest))
+      await pipeline(res.body, limit, file)
     } catch (e) {
       discard(res.body)
       await fs.promises.rm(dest, { force: true }).catch(() => {})
