@@ -1,0 +1,119 @@
+/**
+ * The `lucent` CLI.
+ *   lucent serve [--role all]                  serve the API (PORT, HOST, DATA_DIR, LUCENT_* : see server/config.ts)
+ *   lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R]
+ *                                              prints the new key alone on the last line (shown only this once)
+ *   lucent keys list                           id, balance, trial left, expiry, rate, revoked
+ *   lucent keys revoke KEY                     KEY: the key itself, its id (k_...), or an unambiguous id/hash prefix
+ *   lucent keys topup KEY N                    adds N coins (ledger row 'topup')
+ */
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { loadConfig } from './config.js'
+import { SqliteStore } from './store/sqlite.js'
+import { hashKey, newApiKey } from './auth.js'
+
+function die(msg: string): never {
+  process.stderr.write(`lucent: ${msg}\n`)
+  process.exit(2)
+}
+
+function intArg(v: string | undefined, name: string, def?: number): number {
+  if (v === undefined) {
+    if (def === undefined) die(`--${name} is required`)
+    return def
+  }
+  const n = Number(v)
+  if (!Number.isSafeInteger(n) || n < 0) die(`--${name} must be a non-negative integer`)
+  return n
+}
+
+async function serve(args: string[]) {
+  const { values } = parseArgs({ args, options: { role: { type: 'string', default: 'all' } } })
+  if (values.role !== 'all') die(`--role ${values.role}: only 'all' is available in this version`)
+  const config = loadConfig()
+  const { build } = await import('./app.js')
+  const app = await build(config)
+  const addr = await app.listen({ port: config.port, host: config.host })
+  if (!config.publicUrlFromEnv) {
+    const a = app.server.address()
+    if (a && typeof a === 'object') config.publicUrl = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${a.port}`
+  }
+  app.log.info({ addr, publicUrl: config.publicUrl, dataDir: config.dataDir, modelDir: config.modelDir }, 'lucent serving')
+  let closing = false
+  const stop = () => {
+    if (closing) return
+    closing = true
+    app.close().then(() => process.exit(0), () => process.exit(1))
+  }
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+}
+
+async function keys(args: string[]) {
+  const [sub, ...rest] = args
+  const config = loadConfig()
+  const store = new SqliteStore(path.join(config.dataDir, 'lucent.db'))
+  const resolve = async (ref: string | undefined) => {
+    if (!ref) die('KEY is required')
+    const k = (await store.keyByHash(hashKey(ref))) ?? (await store.findKey(ref))
+    if (!k) die(`no such key: ${ref}`)
+    return k
+  }
+  try {
+    switch (sub) {
+      case 'create': {
+        const { values } = parseArgs({ args: rest, options: { coins: { type: 'string' }, trial: { type: 'string' }, expires: { type: 'string' }, rate: { type: 'string' } } })
+        const coins = intArg(values.coins, 'coins')
+        const trial = intArg(values.trial, 'trial', 0)
+        let expiresAt: number | null = null
+        if (values.expires !== undefined) {
+          expiresAt = Date.parse(values.expires)
+          if (!Number.isFinite(expiresAt)) die('--expires must be an ISO 8601 date/time')
+        }
+        let rate: number | null = null
+        if (values.rate !== undefined) {
+          rate = Number(values.rate)
+          if (!Number.isFinite(rate) || rate <= 0) die('--rate must be a positive number (requests per second)')
+        }
+        const k = newApiKey()
+        await store.createKey({ id: k.id, hash: k.hash, coins, trial, expiresAt, rate })
+        process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'}\n`)
+        process.stdout.write('the key is shown only this once:\n')
+        process.stdout.write(`${k.key}\n`)
+        break
+      }
+      case 'list': {
+        const all = await store.listKeys()
+        process.stdout.write('id\tcoins\ttrial_left\texpires\trate\trevoked\tcreated\n')
+        for (const k of all) {
+          process.stdout.write([k.id, k.coins, `${k.trialLeft}/${k.trialTotal}`, k.expiresAt ? new Date(k.expiresAt).toISOString() : '-',
+            k.rate ?? '-', k.revoked ? 'yes' : 'no', new Date(k.createdAt).toISOString()].join('\t') + '\n')
+        }
+        break
+      }
+      case 'revoke': {
+        const k = await resolve(rest[0])
+        await store.revokeKey(k.id)
+        process.stdout.write(`revoked ${k.id}\n`)
+        break
+      }
+      case 'topup': {
+        const k = await resolve(rest[0])
+        const n = intArg(rest[1], 'N')
+        const after = await store.topup(k.id, n)
+        process.stdout.write(`${k.id}: +${n} coins, balance ${after?.coins}\n`)
+        break
+      }
+      default:
+        die('usage: lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R] | list | revoke KEY | topup KEY N')
+    }
+  } finally {
+    await store.close()
+  }
+}
+
+const [cmd, ...args] = process.argv.slice(2)
+if (cmd === 'serve') await serve(args)
+else if (cmd === 'keys') await keys(args)
+else die('usage: lucent serve | lucent keys create|list|revoke|topup ...')

@@ -1,0 +1,32 @@
+/** What the routes share (decorated on the Fastify instance as `lucent`). */
+import type { Config } from './config.js'
+import type { Store } from './store/types.js'
+import type { MediaStorage } from './storage/types.js'
+import type { Queue } from './queue/types.js'
+import type { EnginePool } from './worker/pool.js'
+import type { Prices } from './pricing.js'
+import type { Authenticator, RateLimiter } from './auth.js'
+import type { ApiKey } from './store/types.js'
+
+export interface Lucent {
+  config: Config
+  store: Store
+  storage: MediaStorage
+  queue: Queue
+  pool: EnginePool
+  prices: Prices
+  auth: Authenticator
+  rate: RateLimiter
+  engine: { state: 'starting' | 'ready' | 'error'; info?: unknown; models?: string[]; error?: string }
+  closing: boolean
+}
+
+declare module 'fastify' {
+  interface FastifyInstance { lucent: Lucent }
+  interface FastifyRequest { apiKey: ApiKey | null }
+  interface FastifyContextConfig { public?: boolean }
+}
+
+export const ok = <T>(data: T) => ({ code: 200 as const, message: 'OK' as const, data })
+
+export const RETENTION_MS = 7 * 24 * 3600 * 1000

@@ -1,0 +1,69 @@
+/** Bounded in-process queue; concurrency = worker pool size. Jobs are durable in the Store, not here. */
+import type { JobHandler, Queue } from './types.js'
+
+export class MemoryQueue implements Queue {
+  private waiting: string[] = []
+  private head = 0
+  private running = 0
+  private reserved = 0
+  private paused = false
+  private closed = false
+  private handler: JobHandler | null = null
+  private idle: Array<() => void> = []
+
+  constructor(private readonly max: number, private readonly concurrency: number) {}
+
+  private get size() { return this.waiting.length - this.head }
+
+  tryReserve(): boolean {
+    if (this.closed || this.size + this.reserved >= this.max) return false
+    this.reserved++
+    return true
+  }
+
+  release(): void {
+    if (this.reserved > 0) this.reserved--
+  }
+
+  async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
+    if (opts.reserved) this.release()
+    else if (!opts.force && this.size + this.reserved >= this.max) throw new Error('queue full')
+    this.waiting.push(jobId)
+    this.pump()
+  }
+
+  process(handler: JobHandler): void {
+    this.handler = handler
+    this.pump()
+  }
+
+  pause(): void { this.paused = true }
+  resume(): void {
+    this.paused = false
+    this.pump()
+  }
+
+  stats() { return { waiting: this.size, running: this.running, reserved: this.reserved, max: this.max } }
+
+  private pump(): void {
+    while (this.handler && !this.paused && !this.closed && this.running < this.concurrency && this.size > 0) {
+      const id = this.waiting[this.head++]
+      if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+        this.waiting = this.waiting.slice(this.head)
+        this.head = 0
+      }
+      this.running++
+      this.handler(id).catch(() => {}).finally(() => {
+        this.running--
+        if (this.running === 0) for (const f of this.idle.splice(0)) f()
+        this.pump()
+      })
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    if (this.running === 0) return
+    await new Promise<void>((resolve) => this.idle.push(resolve))
+  }
+}

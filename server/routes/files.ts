@@ -1,0 +1,48 @@
+/** Signed links served by the service: GET /files/<key> (results, originals, uploads), PUT /upload/<key>. */
+import type { FastifyPluginAsync } from 'fastify'
+import { ApiError } from '../errors.js'
+import { TooLargeError } from '../storage/local.js'
+import { ok } from '../context.js'
+
+const files: FastifyPluginAsync = async (app) => {
+  const l = app.lucent
+  // Raw bodies of any type for the PUT (encapsulated: only this plugin's routes).
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', (_req, _payload, done) => done(null))
+
+  app.get<{ Params: { '*': string }; Querystring: { e?: string; s?: string } }>('/files/*', {
+    config: { public: true }, schema: { hide: true },
+  }, async (req, reply) => {
+    const key = req.params['*']
+    const v = l.storage.verifyGet(key, req.query.e ?? '', req.query.s ?? '')
+    if (v !== 'ok') throw new ApiError(100403001)
+    const obj = await l.storage.stream(key)
+    if (!obj) throw new ApiError(100403002)
+    reply.header('content-type', obj.meta.contentType)
+    reply.header('content-length', obj.meta.size)
+    reply.header('cache-control', 'private, max-age=3600')
+    reply.header('x-content-type-options', 'nosniff')
+    return reply.send(obj.stream)
+  })
+
+  app.put<{ Params: { '*': string }; Querystring: { e?: string; s?: string } }>('/upload/*', {
+    config: { public: true }, schema: { hide: true },
+  }, async (req) => {
+    const key = req.params['*']
+    const ct = (req.headers['content-type'] ?? '').trim().toLowerCase()
+    const v = l.storage.verifyPut(key, ct, req.query.e ?? '', req.query.s ?? '')
+    if (v !== 'ok') {
+      req.raw.resume()
+      throw new ApiError(100403001, { detail: v === 'expired' ? 'upload URL expired' : 'signature or Content-Type mismatch' })
+    }
+    try {
+      const meta = await l.storage.putStream(key, req.raw, ct, l.config.uploadMaxBytes)
+      return ok({ object_key: key, size: meta.size })
+    } catch (e) {
+      if (e instanceof TooLargeError) throw new ApiError(100400002, { detail: 'upload too large' })
+      throw e
+    }
+  })
+}
+
+export default files

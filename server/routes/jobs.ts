@@ -1,0 +1,144 @@
+/** POST /api/photo-enhancer, /api/video-enhancer, /api/task-status. */
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ApiError, QUEUE_FULL_CODE } from '../errors.js'
+import {
+  PHOTO_EXTENSIONS, PHOTO_INPUT_FORMATS, PHOTO_LIMITS, VIDEO_MAX_OUT_MP, VIDEO_MAX_SECONDS, VIDEO_MIN_SECONDS, VIDEO_MODELS,
+  VIDEO_OUTPUT_EXTENSIONS, contentTypeFor, normExt, photoModel,
+} from '../catalog.js'
+import { photoPrice, videoPrice } from '../pricing.js'
+import { sniff } from '../media/sniff.js'
+import { probeVideo, ProbeError } from '../video/probe.js'
+import { loadBytes, loadToFile, readHead } from '../input.js'
+import { ok, RETENTION_MS, type Lucent } from '../context.js'
+import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, errorResponses } from './schemas.js'
+import type { DebitResult, NewJob } from '../store/types.js'
+
+const newJobId = () => crypto.randomBytes(16).toString('hex')
+
+/** Reserves a queue place for the duration of `fn` (503 + Retry-After when the queue is at its bound). */
+async function withQueueSlot<T>(l: Lucent, fn: (commit: () => void) => Promise<T>): Promise<T> {
+  if (!l.queue.tryReserve()) throw new ApiError(QUEUE_FULL_CODE, { status: 503, headers: { 'retry-after': '5' } })
+  let reserved = true
+  try {
+    return await fn(() => { reserved = false })
+  } finally {
+    if (reserved) l.queue.release()
+  }
+}
+
+function debitError(r: Extract<DebitResult, { ok: false }>): ApiError {
+  if (r.reason === 'trial_exhausted') return new ApiError(110402004)
+  if (r.reason === 'no_key') return new ApiError(110400000)
+  return new ApiError(110402000)
+}
+
+async function submit(l: Lucent, job: NewJob, commit: () => void) {
+  const r = await l.store.debitAndCreateJob(job)
+  if (!r.ok) {
+    await l.storage.delete(job.originalKey).catch(() => {})
+    throw debitError(r)
+  }
+  commit()
+  await l.queue.enqueue(job.id, { reserved: true })
+  return ok({ job_id: job.id, consume_coins: r.charged })
+}
+
+const routes: FastifyPluginAsyncTypebox = async (app) => {
+  const l = app.lucent
+
+  app.post('/api/photo-enhancer', {
+    schema: { summary: 'Submit a photo job', tags: ['jobs'], security: [{ apikey: [] }], body: PhotoBody, response: { 200: JobCreated, ...errorResponses } },
+  }, async (req) => {
+    const b = req.body
+    const model = photoModel(b.model_name)
+    if (!model) throw new ApiError(110400005)
+    const ext = normExt(b.extension)
+    const format = ext ? PHOTO_EXTENSIONS[ext] : undefined
+    if (!format) throw new ApiError(110400007)
+    return withQueueSlot(l, async (commit) => {
+      const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
+      const sn = sniff(bytes)
+      if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
+      const lim = PHOTO_LIMITS[model.category]
+      const inPx = sn.width * sn.height
+      if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
+      const outPx = inPx * model.scale * model.scale
+      if (outPx > lim.maxOutMP * 1e6) throw new ApiError(110400010)
+      const coins = photoPrice(l.prices, model.category, outPx)
+      const id = newJobId()
+      const originalKey = `o/${id}.${sn.format}`
+      await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
+      return submit(l, {
+        id, keyId: req.apiKey!.id, kind: 'photo', model: model.name, coins, originalKey,
+        params: {
+          format, ext, exif: b.exif ?? false, dpi: model.category === 'enhance' ? b.DPI ?? null : null,
+          input: { format: sn.format, width: sn.width, height: sn.height },
+          output: { width: sn.width * model.scale, height: sn.height * model.scale },
+        },
+      }, commit)
+    })
+  })
+
+  app.post('/api/video-enhancer', {
+    schema: { summary: 'Submit a video job', tags: ['jobs'], security: [{ apikey: [] }], body: VideoBody, response: { 200: JobCreated, ...errorResponses } },
+  }, async (req) => {
+    const b = req.body
+    const model = VIDEO_MODELS.get(b.model_name)
+    if (!model) throw new ApiError(110400005)
+    const ext = normExt(b.extension ?? '.mp4')
+    if (!ext || !VIDEO_OUTPUT_EXTENSIONS.has(ext)) throw new ApiError(110400007)
+    const [w, h] = b.resolution
+    if (w * h > VIDEO_MAX_OUT_MP * 1e6) throw new ApiError(110400010)
+    return withQueueSlot(l, async (commit) => {
+      const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
+      try {
+        const sn = sniff(await readHead(input.file))
+        if (!sn || (sn.kind !== 'video' && sn.format !== 'gif')) throw new ApiError(110400008)
+        let pr
+        try {
+          pr = await probeVideo(input.file, l.config.ffprobe)
+        } catch (e) {
+          if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new ApiError(100500005, { detail: e.message })
+          throw new ApiError(110400008)
+        }
+        if (!(pr.duration >= VIDEO_MIN_SECONDS && pr.duration <= VIDEO_MAX_SECONDS)) throw new ApiError(110400011)
+        const coins = videoPrice(l.prices, model, w, h, pr.fps, pr.duration)
+        const id = newJobId()
+        const originalKey = `o/${id}.${sn.format}`
+        await l.storage.putStream(originalKey, fs.createReadStream(input.file), contentTypeFor(sn.format), Number.MAX_SAFE_INTEGER)
+        return await submit(l, {
+          id, keyId: req.apiKey!.id, kind: 'video', model: model.name, coins, originalKey,
+          params: { ext, resolution: [w, h], input: { format: sn.format, width: pr.width, height: pr.height, fps: pr.fps, duration: pr.duration, codec: pr.codec } },
+        }, commit)
+      } finally {
+        await fsp.rm(input.file, { force: true })
+      }
+    })
+  })
+
+  app.post('/api/task-status', {
+    schema: { summary: 'Job status', tags: ['jobs'], security: [{ apikey: [] }], body: TaskStatusBody, response: { 200: TaskStatus, ...errorResponses } },
+  }, async (req) => {
+    const job = await l.store.getJob(req.body.job_id)
+    // Another key's job is reported as unknown: job ids are not shared across keys.
+    if (!job || job.keyId !== req.apiKey!.id) throw new ApiError(110400002)
+    const data: { job_id: string; status: string; progress: number; original_url: string; consume_coins: number; res_url?: string; error_code?: number; message?: string } = {
+      job_id: job.id,
+      status: job.status,
+      progress: job.status === 'COMPLETED' ? 100 : job.progress,
+      original_url: l.storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
+      consume_coins: job.coins,
+    }
+    if (job.status === 'COMPLETED' && job.resultKey) data.res_url = l.storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.updatedAt) + RETENTION_MS)
+    if (job.status === 'ERROR') {
+      data.error_code = job.errorCode ?? 100500006
+      data.message = job.errorMessage ?? ''
+    }
+    return ok(data)
+  })
+}
+
+export default routes

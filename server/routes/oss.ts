@@ -1,0 +1,143 @@
+/** Upload facility (compat.md): presign-put (+batch), multipart upload, transfer (+batch). */
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
+import path from 'node:path'
+import multipart from '@fastify/multipart'
+import { Type } from 'typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ApiError, ERRORS, type ErrorCode } from '../errors.js'
+import { contentTypeFor, uploadTypeAllowed } from '../catalog.js'
+import { safeName } from '../storage/types.js'
+import { TooLargeError } from '../storage/local.js'
+import { sniff } from '../media/sniff.js'
+import { loadToFile, readHead } from '../input.js'
+import { ok, RETENTION_MS, type Lucent } from '../context.js'
+import { Envelope, PresignItem, Presigned, Stored, errorResponses } from './schemas.js'
+
+const uploadKey = (filename: string | undefined, ext: string) =>
+  `u/${crypto.randomBytes(16).toString('hex')}/${safeName(filename, `file.${ext}`)}`
+
+function presign(l: Lucent, f: { filename: string; content_type: string; expire_seconds?: number }) {
+  const ct = f.content_type.trim().toLowerCase()
+  if (!uploadTypeAllowed(ct)) throw new ApiError(110400007)
+  const key = uploadKey(f.filename, ct.split('/')[1] ?? 'bin')
+  const expireAt = Date.now() + (f.expire_seconds ?? 3600) * 1000
+  return {
+    upload_url: l.storage.signedPutUrl(key, ct, expireAt),
+    access_url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS),
+    object_key: key,
+    content_type: ct,
+    expire_at: new Date(Math.floor(expireAt / 1000) * 1000).toISOString(),
+  }
+}
+
+function itemError(e: unknown) {
+  const code: ErrorCode = e instanceof ApiError ? e.errorCode : 100500000
+  return { error_code: code, error: ERRORS[code].message }
+}
+
+/** Type of a staged file: the declared type if allowed, else the name's extension, else the sniffed bytes. */
+function stagedType(declared: string | null | undefined, name: string | undefined, head: Buffer | null): string | null {
+  const d = (declared ?? '').split(';')[0].trim().toLowerCase()
+  if (d && uploadTypeAllowed(d)) return d
+  const ext = path.extname(name ?? '').slice(1).toLowerCase()
+  if (ext && uploadTypeAllowed(contentTypeFor(ext))) return contentTypeFor(ext)
+  const sn = head ? sniff(head) : null
+  if (sn && uploadTypeAllowed(contentTypeFor(sn.format))) return contentTypeFor(sn.format)
+  return null
+}
+
+async function transfer(l: Lucent, url: string, filename: string | undefined) {
+  const input = await loadToFile(url, 'photo', l.config, l.storage, l.config.uploadMaxBytes)
+  try {
+    const name = filename ?? (() => { try { return decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '') } catch { return '' } })()
+    const ct = stagedType(input.contentType, name, await readHead(input.file, 64 * 1024))
+    if (!ct) throw new ApiError(110400007)
+    const key = uploadKey(name, ct.split('/')[1] ?? 'bin')
+    const meta = await l.storage.putStream(key, fs.createReadStream(input.file), ct, l.config.uploadMaxBytes)
+    return { url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS), object_key: key, size: meta.size }
+  } finally {
+    await fsp.rm(input.file, { force: true })
+  }
+}
+
+const routes: FastifyPluginAsyncTypebox = async (app) => {
+  const l = app.lucent
+  await app.register(multipart, { limits: { fileSize: l.config.uploadMaxBytes, files: 1, fields: 10 } })
+  const common = { tags: ['uploads'], security: [{ apikey: [] }] }
+
+  app.post('/api/oss/presign-put', {
+    schema: { ...common, summary: 'Pre-signed PUT upload URL', body: PresignItem, response: { 200: Envelope(Presigned), ...errorResponses } },
+  }, async (req) => ok(presign(l, req.body)))
+
+  app.post('/api/oss/presign-put/batch', {
+    schema: {
+      ...common, summary: 'Pre-signed PUT upload URLs (1..20)',
+      body: Type.Object({ files: Type.Array(PresignItem, { minItems: 1, maxItems: 20 }) }),
+    },
+  }, async (req) => {
+    const items = req.body.files.map((f) => {
+      try {
+        return presign(l, f)
+      } catch (e) {
+        return { filename: f.filename, content_type: f.content_type, ...itemError(e) }
+      }
+    })
+    const success = items.filter((i) => 'upload_url' in i).length
+    return ok({ total: items.length, success, failed: items.length - success, items })
+  })
+
+  app.post('/api/oss/upload', {
+    schema: { ...common, summary: 'Multipart upload (field `file`)', consumes: ['multipart/form-data'], response: { 200: Envelope(Stored), ...errorResponses } },
+  }, async (req) => {
+    if (!req.isMultipart()) throw new ApiError(100403000)
+    const part = await req.file()
+    if (!part || part.fieldname !== 'file') throw new ApiError(100403000)
+    const ct = stagedType(part.mimetype, part.filename, null)
+    if (!ct) {
+      part.file.resume()
+      throw new ApiError(110400007)
+    }
+    const key = uploadKey(part.filename, ct.split('/')[1] ?? 'bin')
+    let meta
+    try {
+      meta = await l.storage.putStream(key, part.file, ct, l.config.uploadMaxBytes)
+    } catch (e) {
+      if (e instanceof TooLargeError || (e as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') throw new ApiError(100400002, { detail: 'file too large' })
+      throw e
+    }
+    if (part.file.truncated) {
+      await l.storage.delete(key)
+      throw new ApiError(100400002, { detail: 'file too large' })
+    }
+    return ok({ url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS), object_key: key, size: meta.size })
+  })
+
+  app.post('/api/oss/transfer', {
+    schema: {
+      ...common, summary: 'Copy a remote file into storage',
+      body: Type.Object({ url: Type.String(), filename: Type.Optional(Type.String({ maxLength: 255 })) }),
+      response: { 200: Envelope(Stored), ...errorResponses },
+    },
+  }, async (req) => ok(await transfer(l, req.body.url, req.body.filename)))
+
+  app.post('/api/oss/batch-transfer', {
+    schema: {
+      ...common, summary: 'Copy remote files into storage (1..20)',
+      body: Type.Object({ urls: Type.Array(Type.String(), { minItems: 1, maxItems: 20 }) }),
+    },
+  }, async (req) => {
+    const items = await Promise.all(req.body.urls.map(async (u) => {
+      try {
+        return { source_url: u, ...(await transfer(l, u, undefined)) }
+      } catch (e) {
+        return { source_url: u, ...itemError(e) }
+      }
+    }))
+    const success = items.filter((i) => 'url' in i).length
+    return ok({ total: items.length, success, failed: items.length - success, items })
+  })
+}
+
+export default routes

@@ -1,0 +1,203 @@
+/** Store on SQLite (better-sqlite3, WAL). Writes use BEGIN IMMEDIATE transactions. */
+import Database from 'better-sqlite3'
+import fs from 'node:fs'
+import path from 'node:path'
+import type { ApiKey, DebitResult, Job, JobStatus, LedgerEntry, NewJob, Store } from './types.js'
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS keys (
+  id TEXT PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  coins INTEGER NOT NULL CHECK (coins >= 0),
+  trial_total INTEGER NOT NULL DEFAULT 0,
+  trial_left INTEGER NOT NULL DEFAULT 0 CHECK (trial_left >= 0),
+  expires_at INTEGER,
+  rate REAL,
+  revoked INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL REFERENCES keys(id),
+  kind TEXT NOT NULL,
+  model TEXT NOT NULL,
+  params TEXT NOT NULL,
+  status TEXT NOT NULL,
+  progress INTEGER NOT NULL DEFAULT 0,
+  coins INTEGER NOT NULL,
+  trial INTEGER NOT NULL DEFAULT 0,
+  refunded INTEGER NOT NULL DEFAULT 0,
+  original_key TEXT NOT NULL,
+  result_key TEXT,
+  error_code INTEGER,
+  error_message TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  completed_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE TABLE IF NOT EXISTS ledger (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  key_id TEXT NOT NULL REFERENCES keys(id),
+  job_id TEXT,
+  kind TEXT NOT NULL,
+  delta INTEGER NOT NULL,
+  balance_after INTEGER NOT NULL,
+  at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_key ON ledger(key_id);
+CREATE UNIQUE INDEX IF NOT EXISTS ledger_one_refund ON ledger(job_id, kind) WHERE kind IN ('refund', 'trial_refund', 'debit', 'trial');
+`
+
+interface KeyRow { id: string; hash: string; coins: number; trial_total: number; trial_left: number; expires_at: number | null; rate: number | null; revoked: number; created_at: number }
+interface JobRow {
+  id: string; key_id: string; kind: 'photo' | 'video'; model: string; params: string; status: JobStatus; progress: number; coins: number; trial: number
+  refunded: number; original_key: string; result_key: string | null; error_code: number | null; error_message: string | null; attempts: number
+  created_at: number; updated_at: number; completed_at: number | null
+}
+
+const toKey = (r: KeyRow): ApiKey => ({
+  id: r.id, hash: r.hash, coins: r.coins, trialTotal: r.trial_total, trialLeft: r.trial_left, expiresAt: r.expires_at,
+  rate: r.rate, revoked: r.revoked !== 0, createdAt: r.created_at,
+})
+const toJob = (r: JobRow): Job => ({
+  id: r.id, keyId: r.key_id, kind: r.kind, model: r.model, params: JSON.parse(r.params), status: r.status, progress: r.progress,
+  coins: r.coins, trial: r.trial !== 0, originalKey: r.original_key, resultKey: r.result_key, errorCode: r.error_code,
+  errorMessage: r.error_message, attempts: r.attempts, createdAt: r.created_at, updatedAt: r.updated_at, completedAt: r.completed_at,
+})
+
+export class SqliteStore implements Store {
+  readonly db: Database.Database
+  private s
+  private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
+  private txRefund: Database.Transaction<(jobId: string) => boolean>
+  private txFail: Database.Transaction<(id: string, code: number, msg: string) => boolean>
+  private txTopup: Database.Transaction<(id: string, coins: number) => ApiKey | null>
+  private txCreateKey: Database.Transaction<(k: Parameters<Store['createKey']>[0]) => ApiKey>
+
+  constructor(file: string) {
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    this.db = new Database(file)
+    this.db.pragma('journal_mode = WAL')
+    this.db.pragma('synchronous = NORMAL')
+    this.db.pragma('busy_timeout = 5000')
+    this.db.pragma('foreign_keys = ON')
+    this.db.exec(SCHEMA)
+    const db = this.db
+    this.s = {
+      keyByHash: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?'),
+      keyById: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE id = ?'),
+      keyByPrefix: db.prepare<[string, string], KeyRow>("SELECT * FROM keys WHERE id LIKE ? || '%' OR hash LIKE ? || '%' LIMIT 2"),
+      listKeys: db.prepare<[], KeyRow>('SELECT * FROM keys ORDER BY created_at'),
+      insKey: db.prepare('INSERT INTO keys (id, hash, coins, trial_total, trial_left, expires_at, rate, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      revoke: db.prepare('UPDATE keys SET revoked = 1 WHERE id = ?'),
+      addCoins: db.prepare('UPDATE keys SET coins = coins + ? WHERE id = ?'),
+      debitCoins: db.prepare('UPDATE keys SET coins = coins - ? WHERE id = ? AND coins >= ?'),
+      useTrial: db.prepare('UPDATE keys SET trial_left = trial_left - 1 WHERE id = ? AND trial_left > 0'),
+      giveTrial: db.prepare('UPDATE keys SET trial_left = trial_left + 1 WHERE id = ?'),
+      insLedger: db.prepare('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES (?, ?, ?, ?, ?, ?)'),
+      ledger: db.prepare<[string], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+        'SELECT * FROM ledger WHERE key_id = ? ORDER BY id'),
+      insJob: db.prepare(`INSERT INTO jobs (id, key_id, kind, model, params, status, progress, coins, trial, original_key, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, 'CONVERTING', 0, ?, ?, ?, ?, ?)`),
+      getJob: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE id = ?'),
+      jobsByStatus: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE status = ? ORDER BY created_at'),
+      attempt: db.prepare<[number, string], { attempts: number }>('UPDATE jobs SET attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING attempts'),
+      progress: db.prepare("UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'"),
+      complete: db.prepare("UPDATE jobs SET status = 'COMPLETED', progress = 100, result_key = ?, updated_at = ?, completed_at = ? WHERE id = ? AND status = 'CONVERTING'"),
+      fail: db.prepare("UPDATE jobs SET status = 'ERROR', error_code = ?, error_message = ?, updated_at = ?, completed_at = ? WHERE id = ? AND status = 'CONVERTING'"),
+      markRefunded: db.prepare('UPDATE jobs SET refunded = 1 WHERE id = ? AND refunded = 0'),
+    }
+    const s = this.s
+    const balance = (id: string) => (s.keyById.get(id) as KeyRow).coins
+
+    this.txCreateKey = db.transaction((k: Parameters<Store['createKey']>[0]) => {
+      const now = Date.now()
+      s.insKey.run(k.id, k.hash, k.coins, k.trial, k.trial, k.expiresAt, k.rate, now)
+      s.insLedger.run(k.id, null, 'grant', k.coins, k.coins, now)
+      return toKey(s.keyById.get(k.id)!)
+    })
+    this.txTopup = db.transaction((id: string, coins: number) => {
+      if (!s.keyById.get(id)) return null
+      s.addCoins.run(coins, id)
+      s.insLedger.run(id, null, 'topup', coins, balance(id), Date.now())
+      return toKey(s.keyById.get(id)!)
+    })
+    this.txDebit = db.transaction((j: NewJob): DebitResult => {
+      const key = s.keyById.get(j.keyId)
+      if (!key) return { ok: false, reason: 'no_key' }
+      const now = Date.now()
+      let trial = false
+      let charged = j.coins
+      if (key.trial_left > 0) {
+        s.useTrial.run(j.keyId)
+        trial = true
+        charged = 0
+      } else if (key.coins < j.coins || s.debitCoins.run(j.coins, j.keyId, j.coins).changes !== 1) {
+        return { ok: false, reason: key.trial_total > 0 ? 'trial_exhausted' : 'insufficient' }
+      }
+      s.insJob.run(j.id, j.keyId, j.kind, j.model, JSON.stringify(j.params), charged, trial ? 1 : 0, j.originalKey, now, now)
+      s.insLedger.run(j.keyId, j.id, trial ? 'trial' : 'debit', -charged, balance(j.keyId), now)
+      return { ok: true, job: toJob(s.getJob.get(j.id)!), charged, trial }
+    })
+    this.txRefund = db.transaction((jobId: string): boolean => {
+      const job = s.getJob.get(jobId)
+      if (!job || job.refunded) return false
+      if (s.markRefunded.run(jobId).changes !== 1) return false
+      const now = Date.now()
+      if (job.trial) {
+        s.giveTrial.run(job.key_id)
+        s.insLedger.run(job.key_id, jobId, 'trial_refund', 0, balance(job.key_id), now)
+      } else {
+        s.addCoins.run(job.coins, job.key_id)
+        s.insLedger.run(job.key_id, jobId, 'refund', job.coins, balance(job.key_id), now)
+      }
+      return true
+    })
+    this.txFail = db.transaction((id: string, code: number, msg: string): boolean => {
+      const now = Date.now()
+      const changed = s.fail.run(code, msg, now, now, id).changes === 1
+      if (changed) this.txRefund(id)
+      return changed
+    })
+  }
+
+  async createKey(k: Parameters<Store['createKey']>[0]) { return this.txCreateKey.immediate(k) }
+  /** Synchronous fast path for the auth hot path (same result as keyByHash). */
+  keyByHashSync(hash: string): ApiKey | null {
+    const r = this.s.keyByHash.get(hash)
+    return r ? toKey(r) : null
+  }
+  async keyByHash(hash: string) { return this.keyByHashSync(hash) }
+  async findKey(ref: string) {
+    const exact = this.s.keyById.get(ref)
+    if (exact) return toKey(exact)
+    if (ref.length < 4) return null
+    const rows = this.s.keyByPrefix.all(ref, ref)
+    return rows.length === 1 ? toKey(rows[0]) : null
+  }
+  async listKeys() { return this.s.listKeys.all().map(toKey) }
+  async revokeKey(id: string) { return this.s.revoke.run(id).changes === 1 }
+  async topup(id: string, coins: number) { return this.txTopup.immediate(id, coins) }
+  async debitAndCreateJob(job: NewJob) { return this.txDebit.immediate(job) }
+  /** Synchronous fast path for task-status. */
+  getJobSync(id: string): Job | null {
+    const r = this.s.getJob.get(id)
+    return r ? toJob(r) : null
+  }
+  async getJob(id: string) { return this.getJobSync(id) }
+  async jobsByStatus(status: JobStatus) { return this.s.jobsByStatus.all(status).map(toJob) }
+  async startAttempt(id: string) { return this.s.attempt.get(Date.now(), id)?.attempts ?? 0 }
+  async setProgress(id: string, progress: number) { this.s.progress.run(Math.max(0, Math.min(100, Math.round(progress))), Date.now(), id) }
+  async completeJob(id: string, resultKey: string) {
+    const now = Date.now()
+    return this.s.complete.run(resultKey, now, now, id).changes === 1
+  }
+  async failJob(id: string, errorCode: number, message: string) { return this.txFail.immediate(id, errorCode, message) }
+  async refund(jobId: string) { return this.txRefund.immediate(jobId) }
+  async ledger(keyId: string): Promise<LedgerEntry[]> {
+    return this.s.ledger.all(keyId).map((r) => ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at }))
+  }
+  async close() { if (this.db.open) this.db.close() }
+}

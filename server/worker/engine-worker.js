@@ -1,0 +1,69 @@
+// piscina worker: loads the native addon ONCE per thread (the addon shares one engine per process) and runs
+// tasks. Expected failures are RETURNED as {ok:false, error_code, message} (engine code string): piscina
+// drops custom Error properties across the thread boundary. Plain JS on purpose: no loader needed in threads.
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { workerData } from 'node:worker_threads'
+import Piscina from 'piscina'
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+const require = createRequire(import.meta.url)
+let addon = null
+
+function engine() {
+  if (!addon) {
+    const a = require(path.join(repoRoot, 'native', 'node'))
+    const opts = { modelDir: workerData.modelDir }
+    if (workerData.threads) opts.threads = workerData.threads
+    a.init(opts)
+    addon = a
+  }
+  return addon
+}
+
+function failure(e) {
+  const code = e && typeof e.code === 'string' ? e.code : (e && e.code === 'MODULE_NOT_FOUND' ? 'model_missing' : 'internal')
+  return { ok: false, error_code: code, message: String((e && e.message) || e).slice(0, 500) }
+}
+
+export default async function run(task) {
+  if (task.op === 'init') {
+    try {
+      const a = engine()
+      return { ok: true, info: a.info(), models: a.catalog().map((c) => c.name) }
+    } catch (e) {
+      return failure(e)
+    }
+  }
+  if (task.op === 'enhance') {
+    const port = task.port
+    const ac = new AbortController()
+    const timer = setTimeout(() => ac.abort(), task.timeoutMs)
+    let last = -1
+    try {
+      const a = engine()
+      const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
+      const opts = { model: task.model, format: task.format }
+      if (task.exif !== undefined) opts.exif = task.exif
+      if (task.dpi !== undefined && task.dpi !== null) opts.dpi = task.dpi
+      const r = await a.enhance(input, opts, ac.signal, (pct) => {
+        const p = Math.floor(pct)
+        if (port && p !== last) {
+          last = p
+          port.postMessage(p)
+        }
+      })
+      const data = new Uint8Array(r.data.buffer, r.data.byteOffset, r.data.byteLength)
+      const out = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice()
+      return Piscina.move({ ok: true, data: out, width: r.width, height: r.height, format: r.format, ms: r.ms })
+    } catch (e) {
+      if (ac.signal.aborted) return { ok: false, error_code: 'timeout', message: `job exceeded ${task.timeoutMs} ms` }
+      return failure(e)
+    } finally {
+      clearTimeout(timer)
+      if (port) port.close()
+    }
+  }
+  return { ok: false, error_code: 'invalid_argument', message: `unknown op ${task.op}` }
+}

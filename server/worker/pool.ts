@@ -1,0 +1,49 @@
+/** The piscina pool running engine-worker.js (size = LUCENT_WORKERS). */
+import { MessageChannel } from 'node:worker_threads'
+import { Piscina } from 'piscina'
+
+export type EngineOutcome =
+  | { ok: true; data: Uint8Array; width: number; height: number; format: string; ms: number }
+  | { ok: false; error_code: string; message: string }
+
+export interface EnhanceTask { model: string; format: string; exif?: boolean; dpi?: number | null }
+
+export class EnginePool {
+  private readonly pool: Piscina
+
+  constructor(opts: { workers: number; modelDir: string; threads?: number }) {
+    this.pool = new Piscina({
+      filename: new URL('./engine-worker.js', import.meta.url).href,
+      minThreads: 1,
+      maxThreads: opts.workers,
+      concurrentTasksPerWorker: 1,
+      idleTimeout: 60_000,
+      workerData: { modelDir: opts.modelDir, threads: opts.threads },
+    })
+  }
+
+  /** Loads the addon and the engine in a worker; reports the engine info and model names. */
+  async init(): Promise<{ ok: true; info: unknown; models: string[] } | { ok: false; error_code: string; message: string }> {
+    return this.pool.run({ op: 'init' })
+  }
+
+  async enhance(input: Buffer, t: EnhanceTask, timeoutMs: number, onProgress: (pct: number) => void): Promise<EngineOutcome> {
+    const { port1, port2 } = new MessageChannel()
+    port1.on('message', (p: number) => onProgress(p))
+    port1.unref()
+    const owned = input.byteOffset === 0 && input.byteLength === input.buffer.byteLength
+    const bytes = owned ? new Uint8Array(input.buffer, 0, input.byteLength) : new Uint8Array(input)
+    try {
+      return await this.pool.run(
+        { op: 'enhance', input: bytes, port: port2, timeoutMs, ...t },
+        { transferList: [port2, bytes.buffer as ArrayBuffer] },
+      )
+    } finally {
+      port1.close()
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy()
+  }
+}
