@@ -86,7 +86,7 @@ t.test('real files from the evaluation data', async (t) => {
       else if (/\.(png|jpe?g)$/i.test(e.name)) files.push(p)
     }
   }
-  for (const d of ['photos', 'faces', 'denoise', 'sr/Set5']) if (fs.existsSync(path.join(DATA, d))) walk(path.join(DATA, d))
+  for (const d of ['photos', 'faces']) if (fs.existsSync(path.join(DATA, d))) walk(path.join(DATA, d))
   t.ok(files.length >= 20, `found ${files.length} images`)
   let checked = 0
   for (const f of files) {
