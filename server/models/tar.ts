@@ -169,8 +169,6 @@ export async function readTgz(file: string, pick: (h: TarHeader) => TarSink | nu
   } finally {
     input.destroy()
   }
-  if (mode !== 'done' && (mode !== 'header' || pending.length !== 0)) {
-    // A tar without the two zero blocks is accepted only at a clean entry boundary.
-    if (mode !== 'header') throw new Error('tar: archive truncated')
-  }
+  // Without the end-of-archive blocks, accept only a clean entry boundary (a lost entry is then simply absent).
+  if (mode !== 'done' && !(mode === 'header' && pending.length === 0)) throw new Error('tar: archive truncated')
 }
