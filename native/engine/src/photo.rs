@@ -1,0 +1,163 @@
+//! The photo path: decode (with limits) -> model pipeline -> encode, with the API's EXIF / DPI
+//! rules. Codec errors map onto the core's stable codes.
+
+use crate::catalog::{self, Category, Kind};
+use crate::engine::{guard, Engine, SrSpec};
+use crate::raster::{Raster, Samples};
+use lucent_codec::{CodecError, CodecErrorCode, EncodeOptions, Format, Image, Limits, Pixels};
+use lucent_core::{Cancel, Code, Error, Result};
+use std::time::Instant;
+
+#[derive(Debug, Clone, Default)]
+pub struct EnhanceOptions {
+    /// Photo catalog name.
+    pub model: String,
+    /// Output format / extension, with or without the dot ("png", ".jpg").
+    pub format: String,
+    /// Keep EXIF.
+    pub exif: bool,
+    /// Write this DPI (honoured for enhance models, ignored for generative ones). None: keep input's.
+    pub dpi: Option<f64>,
+    /// JPEG/HEIF quality 1..=100 (None: codec default).
+    pub quality: Option<u8>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EnhanceOutput {
+    pub data: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    /// Canonical extension of the output format, without the dot ("png", "jpg" ...).
+    pub format: &'static str,
+    /// Whole call, and its parts.
+    pub ms: f64,
+    pub decode_ms: f64,
+    pub run_ms: f64,
+    pub encode_ms: f64,
+}
+
+pub fn map_codec(e: CodecError) -> Error {
+    let code = match e.code {
+        CodecErrorCode::UnsupportedFormat => Code::UnsupportedFormat,
+        CodecErrorCode::DecodeFailed => Code::DecodeFailed,
+        CodecErrorCode::EncodeFailed => Code::EncodeFailed,
+        CodecErrorCode::ImageTooLarge => Code::ImageTooLarge,
+    };
+    Error::new(code, e.message)
+}
+
+pub fn parse_format(ext: &str) -> Result<Format> {
+    let e = ext.trim().trim_start_matches('.');
+    Format::from_extension(e).ok_or_else(|| Error::new(Code::UnsupportedFormat, format!("output format '{ext}' is not supported")))
+}
+
+pub fn image_to_raster(img: Image) -> Result<(Raster, lucent_codec::Metadata)> {
+    let (w, h, c) = (img.width as usize, img.height as usize, img.channels as usize);
+    let r = match img.data {
+        Pixels::U8(v) => Raster::from_u8(w, h, c, v)?,
+        Pixels::U16(v) => Raster::from_u16(w, h, c, v)?,
+    };
+    Ok((r, img.meta))
+}
+
+pub fn raster_to_image(r: Raster, meta: lucent_codec::Metadata) -> Image {
+    let (w, h, c) = (r.width as u32, r.height as u32, r.channels as u8);
+    let mut img = match r.samples {
+        Samples::U8(v) => Image::from_u8(w, h, c, v),
+        Samples::U16(v) => Image::from_u16(w, h, c, v),
+    };
+    img.meta = meta;
+    img
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+impl Engine {
+    /// Decode `bytes`, run the photo model, encode. `progress` gets 0..=100.
+    pub fn enhance(
+        &self,
+        bytes: &[u8],
+        opts: &EnhanceOptions,
+        cancel: &Cancel,
+        progress: &dyn Fn(u32),
+    ) -> Result<EnhanceOutput> {
+        guard("enhance", || self.enhance_inner(bytes, opts, cancel, progress))
+    }
+
+    fn enhance_inner(
+        &self,
+        bytes: &[u8],
+        opts: &EnhanceOptions,
+        cancel: &Cancel,
+        progress: &dyn Fn(u32),
+    ) -> Result<EnhanceOutput> {
+        let t0 = Instant::now();
+        let model = catalog::lookup(Kind::Photo, &opts.model)?;
+        let spec = SrSpec::for_model(model)?;
+        let format = parse_format(&opts.format)?;
+        if let Some(d) = opts.dpi {
+            if !(d.is_finite() && d > 0.0 && d <= 1_000_000.0) {
+                return Err(Error::new(Code::InvalidArgument, format!("DPI {d} is not a positive number")));
+            }
+        }
+        cancel.check()?;
+
+        // Limits by category, checked on the header before any pixel is decoded.
+        let (max_in, max_out) = model.category.photo_limits();
+        let p = lucent_codec::probe(bytes).map_err(map_codec)?;
+        let in_px = p.width as u64 * p.height as u64;
+        let s = model.scale as u64;
+        if in_px > max_in {
+            return Err(Error::new(
+                Code::ImageTooLarge,
+                format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, max_in / 1_000_000, model.name),
+            ));
+        }
+        if in_px * s * s > max_out {
+            return Err(Error::new(
+                Code::ImageTooLarge,
+                format!("output {}x{} would be over the {} MP limit of {}", p.width as u64 * s, p.height as u64 * s, max_out / 1_000_000, model.name),
+            ));
+        }
+        let limits = Limits { max_pixels: max_in, ..Limits::default() };
+        let td = Instant::now();
+        let img = lucent_codec::decode(bytes, &limits).map_err(map_codec)?;
+        let decode_ms = ms_since(td);
+        let (src, meta) = image_to_raster(img)?;
+        progress(5);
+        cancel.check()?;
+
+        let tr = Instant::now();
+        let mut on_tile = |done: usize, total: usize| {
+            progress(5 + (90 * done / total.max(1)) as u32);
+        };
+        let out = self.run_sr(&spec, src.as_ref(), cancel, &mut on_tile)?;
+        let run_ms = ms_since(tr);
+        drop(src);
+        cancel.check()?;
+
+        let te = Instant::now();
+        let (width, height) = (out.width as u32, out.height as u32);
+        let img = raster_to_image(out, meta);
+        let dpi = match model.category {
+            Category::Enhance => opts.dpi,
+            Category::Generative => None,
+        };
+        let eo = EncodeOptions {
+            keep_exif: opts.exif,
+            dpi,
+            quality: opts.quality.unwrap_or(EncodeOptions::default().quality),
+        };
+        let data = lucent_codec::encode(&img, format, &eo).map_err(map_codec)?;
+        let encode_ms = ms_since(te);
+        progress(100);
+        Ok(EnhanceOutput { data, width, height, format: format.extension(), ms: ms_since(t0), decode_ms, run_ms, encode_ms })
+    }
+}
+
+/// Header-only probe with the core's error codes.
+pub fn probe(bytes: &[u8]) -> Result<lucent_codec::Probe> {
+    guard("probe", || lucent_codec::probe(bytes).map_err(map_codec))
+}

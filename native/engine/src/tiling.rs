@@ -1,0 +1,163 @@
+//! Tiled execution of image-to-image networks (Real-ESRGAN style).
+//!
+//! The image is conceptually padded ONCE with the model's own border padding (reflect or replicate,
+//! `pad` px per side); tiles of `tile` x `tile` input pixels are then cut from that padded image
+//! with `margin` px of context on every side (clipped to the padded image, so a tile at the image
+//! border sees exactly the model's padding and nothing else, as an untiled run would). Each tile
+//! runs through the network and only the centre (the tile's own core) is pasted into the output,
+//! which is written straight into the 8/16-bit destination. An optional integer box (area)
+//! downscale `down` is applied to each tile's core on the way out. Nothing full-size is held in
+//! float: memory is bounded by the tile size.
+
+use crate::catalog::PadMode;
+use crate::raster::{RasterMut, RasterRef};
+use lucent_core::{Cancel, Code, Error, Prepared, Result, Tensor};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TilePlan {
+    /// Network scale (output side / input side).
+    pub net_scale: usize,
+    /// Integer area-average downscale applied after the network (1 = none). Must divide net_scale.
+    pub down: usize,
+    /// The model's border padding (input px per side) and its mode.
+    pub pad: usize,
+    pub pad_mode: PadMode,
+    /// Context margin per tile side (input px); raised to `pad` when smaller.
+    pub margin: usize,
+    /// Core tile side (input px, before margins).
+    pub tile: usize,
+}
+
+impl TilePlan {
+    pub fn out_scale_ok(&self) -> bool {
+        self.down >= 1 && self.net_scale >= 1 && self.net_scale % self.down == 0
+    }
+    /// Number of tiles for a w x h image.
+    pub fn tile_count(&self, w: usize, h: usize) -> usize {
+        let t = self.tile.max(1);
+        w.div_ceil(t) * h.div_ceil(t)
+    }
+}
+
+/// Map a coordinate of the padded axis (may be negative / past the end of the image) to an image
+/// coordinate.
+#[inline]
+pub fn border_index(i: isize, n: usize, mode: PadMode) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    match mode {
+        PadMode::Replicate => i.clamp(0, n as isize - 1) as usize,
+        PadMode::Reflect => {
+            let period = 2 * (n as isize - 1);
+            let m = i.rem_euclid(period);
+            if m >= n as isize { (period - m) as usize } else { m as usize }
+        }
+    }
+}
+
+/// Run `prep` over `src` tile by tile, writing the colour channels of `dst` (alpha is left alone;
+/// see [`crate::resample`]). `dst` must be `src * net_scale / down` in both sides.
+/// `progress(done, total)` is called after each tile.
+#[allow(clippy::too_many_arguments)]
+pub fn run_tiled(
+    prep: &dyn Prepared,
+    in_blob: usize,
+    out_blob: usize,
+    src: RasterRef<'_>,
+    dst: &mut RasterMut<'_>,
+    plan: &TilePlan,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<()> {
+    if !plan.out_scale_ok() {
+        return Err(Error::new(Code::Internal, format!("bad tile plan {plan:?}")));
+    }
+    let (w, h) = (src.width, src.height);
+    let s = plan.net_scale;
+    let d = plan.down;
+    let os = s / d;
+    if w == 0 || h == 0 {
+        return Err(Error::new(Code::InvalidArgument, "empty image"));
+    }
+    if dst.width != w * os || dst.height != h * os {
+        return Err(Error::new(
+            Code::Internal,
+            format!("destination {}x{} is not {}x{} x{}", dst.width, dst.height, w, h, os),
+        ));
+    }
+    let p = plan.pad;
+    let m = plan.margin.max(p);
+    let t = plan.tile.max(1);
+    let (pw, ph) = (w + 2 * p, h + 2 * p);
+    let total = plan.tile_count(w, h);
+    let mut done = 0usize;
+    let inv_area = 1.0 / (d * d) as f32;
+
+    for cy0 in (0..h).step_by(t) {
+        let cy1 = (cy0 + t).min(h);
+        for cx0 in (0..w).step_by(t) {
+            cancel.check()?;
+            let cx1 = (cx0 + t).min(w);
+            // Input region in padded coordinates.
+            let rx0 = (cx0 + p).saturating_sub(m);
+            let ry0 = (cy0 + p).saturating_sub(m);
+            let rx1 = (cx1 + p + m).min(pw);
+            let ry1 = (cy1 + p + m).min(ph);
+            let (rw, rh) = (rx1 - rx0, ry1 - ry0);
+
+            let mut input = Tensor::zeros(3, rh, rw);
+            let plane = rw * rh;
+            let xs: Vec<usize> =
+                (rx0..rx1).map(|px| border_index(px as isize - p as isize, w, plan.pad_mode)).collect();
+            for ty in 0..rh {
+                let sy = border_index((ry0 + ty) as isize - p as isize, h, plan.pad_mode);
+                let row = ty * rw;
+                for (tx, &sx) in xs.iter().enumerate() {
+                    let c = src.rgb(sx, sy);
+                    input.data[row + tx] = c[0];
+                    input.data[plane + row + tx] = c[1];
+                    input.data[2 * plane + row + tx] = c[2];
+                }
+            }
+
+            let mut outs = prep.run(&[(in_blob, &input)], &[out_blob], cancel)?;
+            drop(input);
+            let out = outs.pop().ok_or_else(|| Error::new(Code::Internal, "network returned no output"))?;
+            if out.c != 3 || out.w != rw * s || out.h != rh * s {
+                return Err(Error::new(
+                    Code::ModelInvalid,
+                    format!("network output {} for a {}x{} tile is not 3 x ({}x{})", out.shape_string(), rw, rh, rw * s, rh * s),
+                ));
+            }
+            let oplane = out.w * out.h;
+            // Top-left of the core inside the tile output.
+            let ox = (cx0 + p - rx0) * s;
+            let oy = (cy0 + p - ry0) * s;
+            let (dx0, dy0) = (cx0 * os, cy0 * os);
+            let (dw, dh) = ((cx1 - cx0) * os, (cy1 - cy0) * os);
+            for j in 0..dh {
+                for i in 0..dw {
+                    let mut acc = [0f32; 3];
+                    for by in 0..d {
+                        let base = (oy + j * d + by) * out.w + ox + i * d;
+                        for bx in 0..d {
+                            let k = base + bx;
+                            // Clamp each network pixel before averaging (the nets overshoot 0..1).
+                            acc[0] += out.data[k].clamp(0.0, 1.0);
+                            acc[1] += out.data[oplane + k].clamp(0.0, 1.0);
+                            acc[2] += out.data[2 * oplane + k].clamp(0.0, 1.0);
+                        }
+                    }
+                    if d > 1 {
+                        acc.iter_mut().for_each(|a| *a *= inv_area);
+                    }
+                    dst.set_rgb(dx0 + i, dy0 + j, acc);
+                }
+            }
+            done += 1;
+            progress(done, total);
+        }
+    }
+    Ok(())
+}
