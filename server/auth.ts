@@ -15,6 +15,7 @@ export function newApiKey(): { key: string; id: string; hash: string } {
 
 interface Cached { key: ApiKey | null; hashBuf: Buffer | null; until: number }
 
+
 export class Authenticator {
   private cache = new Map<string, Cached>()
 
@@ -24,6 +25,7 @@ export class Authenticator {
   async authenticate(header: string | string[] | undefined, now = Date.now()): Promise<ApiKey> {
     const value = Array.isArray(header) ? header[0] : header
     if (!value) throw new ApiError(110400000)
+    // Only the sha256 of the presented key is used for lookup and cache (never the key itself).
     const hash = hashKey(value.trim())
     let c = this.cache.get(hash)
     if (!c || c.until < now) {
@@ -33,9 +35,11 @@ export class Authenticator {
         if (this.cache.size > 10_000) this.cache.clear()
         this.cache.set(hash, c)
       }
+      // constant-time comparison of the stored hash with the presented key's hash
+      if (c.hashBuf && !crypto.timingSafeEqual(c.hashBuf, Buffer.from(hash, 'hex'))) c = { ...c, key: null }
     }
-    const key = c.key
-    if (!key || !c.hashBuf || !crypto.timingSafeEqual(c.hashBuf, Buffer.from(hash, 'hex')) || key.revoked) throw new ApiError(110400000)
+    const key = c!.key
+    if (!key || key.revoked) throw new ApiError(110400000)
     if (key.expiresAt !== null && key.expiresAt <= now) throw new ApiError(100401000)
     return key
   }

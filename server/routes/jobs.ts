@@ -122,7 +122,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/api/task-status', {
     schema: { summary: 'Job status', tags: ['jobs'], security: [{ apikey: [] }], body: TaskStatusBody, response: { 200: TaskStatus, ...errorResponses } },
   }, async (req) => {
-    const job = await l.store.getJob(req.body.job_id)
+    const job = await l.store.jobStatus(req.body.job_id)
     // Another key's job is reported as unknown: job ids are not shared across keys.
     if (!job || job.keyId !== req.apiKey!.id) throw new ApiError(110400002)
     const data: { job_id: string; status: string; progress: number; original_url: string; consume_coins: number; res_url?: string; error_code?: number; message?: string } = {
@@ -132,7 +132,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       original_url: l.storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
       consume_coins: job.coins,
     }
-    if (job.status === 'COMPLETED' && job.resultKey) data.res_url = l.storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.updatedAt) + RETENTION_MS)
+    if (job.status === 'COMPLETED' && job.resultKey) data.res_url = l.storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.createdAt) + RETENTION_MS)
     if (job.status === 'ERROR') {
       data.error_code = job.errorCode ?? 100500006
       data.message = job.errorMessage ?? ''

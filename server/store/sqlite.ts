@@ -2,7 +2,7 @@
 import Database from 'better-sqlite3'
 import fs from 'node:fs'
 import path from 'node:path'
-import type { ApiKey, DebitResult, Job, JobStatus, LedgerEntry, NewJob, Store } from './types.js'
+import type { ApiKey, DebitResult, Job, JobStatus, JobStatusRow, LedgerEntry, NewJob, Store } from './types.js'
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS keys (
@@ -102,6 +102,9 @@ export class SqliteStore implements Store {
       insJob: db.prepare(`INSERT INTO jobs (id, key_id, kind, model, params, status, progress, coins, trial, original_key, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, 'CONVERTING', 0, ?, ?, ?, ?, ?)`),
       getJob: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE id = ?'),
+      jobStatus: db.prepare<[string], JobStatusRow>(`SELECT id, key_id AS keyId, status, progress, coins, original_key AS originalKey,
+        result_key AS resultKey, error_code AS errorCode, error_message AS errorMessage, created_at AS createdAt, completed_at AS completedAt
+        FROM jobs WHERE id = ?`),
       jobsByStatus: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE status = ? ORDER BY created_at'),
       attempt: db.prepare<[number, string], { attempts: number }>('UPDATE jobs SET attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING attempts'),
       progress: db.prepare("UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'"),
@@ -187,6 +190,8 @@ export class SqliteStore implements Store {
     return r ? toJob(r) : null
   }
   async getJob(id: string) { return this.getJobSync(id) }
+  jobStatusSync(id: string): JobStatusRow | null { return this.s.jobStatus.get(id) ?? null }
+  async jobStatus(id: string) { return this.jobStatusSync(id) }
   async jobsByStatus(status: JobStatus) { return this.s.jobsByStatus.all(status).map(toJob) }
   async startAttempt(id: string) { return this.s.attempt.get(Date.now(), id)?.attempts ?? 0 }
   async setProgress(id: string, progress: number) { this.s.progress.run(Math.max(0, Math.min(100, Math.round(progress))), Date.now(), id) }

@@ -35,6 +35,11 @@ export interface Job {
   completedAt: number | null
 }
 
+export interface JobStatusRow {
+  id: string; keyId: string; status: JobStatus; progress: number; coins: number; originalKey: string; resultKey: string | null
+  errorCode: number | null; errorMessage: string | null; createdAt: number; completedAt: number | null
+}
+
 export interface LedgerEntry {
   id: number
   keyId: string
@@ -72,6 +77,8 @@ export interface Store {
   /** Atomically: check the balance / trial allowance, debit it, write the ledger row, create the job row. */
   debitAndCreateJob(job: NewJob): Promise<DebitResult>
   getJob(id: string): Promise<Job | null>
+  /** Lean read for task-status (hot path): no params decoding. */
+  jobStatus(id: string): Promise<JobStatusRow | null>
   jobsByStatus(status: JobStatus): Promise<Job[]>
   startAttempt(id: string): Promise<number>
   setProgress(id: string, progress: number): Promise<void>
