@@ -1,1 +1,552 @@
-// placeholder
+//! Lucent's wgpu backend: WGSL compute kernels on Vulkan / Metal / DX12.
+//!
+//! One process-wide GPU device lives on a dedicated thread ("lucent-gpu"). Every backend handle
+//! and prepared network talks to it over a channel; all wgpu objects stay on that thread. wgpu
+//! errors never panic: an uncaptured-error handler records them, pipeline and buffer creation run
+//! inside error scopes, waits on the GPU have a timeout, and a lost device fails the in-flight and
+//! every later call with `device_lost` (a later [`GpuBackend::new`] opens a fresh device).
+//!
+//! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
+//! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
+//! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600).
+
+mod exec;
+pub mod kernels;
+
+use kernels::ConvCfg;
+use lucent_core::error::{Code, Error, Result};
+use lucent_core::ncnn::Net;
+use lucent_core::{Backend, BackendInfo, Cancel, Prepared, Tensor};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+pub use exec::LayerTime;
+
+/// How to pick the adapter.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Case-insensitive substring of the adapter name (env `LUCENT_ADAPTER`).
+    pub adapter_name: Option<String>,
+    /// Allow a CPU adapter (lavapipe / llvmpipe, SwiftShader) when no real GPU matches.
+    pub allow_cpu_adapter: bool,
+    /// Use f32 storage even when the adapter offers SHADER_F16 (env `LUCENT_GPU_F32=1`).
+    pub force_f32: bool,
+}
+
+impl GpuOptions {
+    /// Options from the environment: `LUCENT_ADAPTER`, `LUCENT_GPU_F32`, and
+    /// `LUCENT_GPU_ALLOW_CPU=1` for allow_cpu_adapter.
+    pub fn from_env() -> Self {
+        GpuOptions {
+            adapter_name: std::env::var("LUCENT_ADAPTER").ok().filter(|s| !s.is_empty()),
+            allow_cpu_adapter: env_flag("LUCENT_GPU_ALLOW_CPU"),
+            force_f32: env_flag("LUCENT_GPU_F32"),
+        }
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).map(|v| v == "1" || v.eq_ignore_ascii_case("true")).unwrap_or(false)
+}
+
+const BACKENDS: wgpu::Backends =
+    wgpu::Backends::VULKAN.union(wgpu::Backends::METAL).union(wgpu::Backends::DX12);
+
+fn new_instance() -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = BACKENDS;
+    wgpu::Instance::new(desc)
+}
+
+fn type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => "discrete",
+        wgpu::DeviceType::IntegratedGpu => "integrated",
+        wgpu::DeviceType::VirtualGpu => "virtual",
+        wgpu::DeviceType::Cpu => "cpu",
+        wgpu::DeviceType::Other => "other",
+    }
+}
+
+/// Every adapter wgpu sees: (name incl. backend, device type). For diagnostics.
+pub fn probe_adapters() -> Vec<(String, String)> {
+    let r = catch_unwind(|| {
+        let inst = new_instance();
+        pollster::block_on(inst.enumerate_adapters(BACKENDS))
+            .into_iter()
+            .map(|a| {
+                let i = a.get_info();
+                (format!("{} ({:?})", i.name, i.backend), type_name(i.device_type).to_string())
+            })
+            .collect::<Vec<_>>()
+    });
+    r.unwrap_or_default()
+}
+
+/// Per-handle execution settings (the device is shared, these are not).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// f16 storage (only when the device has SHADER_F16).
+    pub f16: bool,
+    /// f16 accumulation in the convolution GEMM as well (faster, less exact).
+    pub f16_math: bool,
+    /// Force a convolution tile configuration (tests); None = chosen from the limits.
+    pub conv: Option<ConvCfg>,
+    /// Per-layer timestamps (only with TIMESTAMP_QUERY).
+    pub profile: bool,
+}
+
+type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
+
+/// The device thread's side.
+pub(crate) struct DevCtx {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub limits: wgpu::Limits,
+    pub features: wgpu::Features,
+    pub lost: Arc<AtomicBool>,
+    pub lost_msg: Arc<Mutex<String>>,
+    pub errors: Arc<Mutex<Vec<String>>>,
+    pub pipelines: HashMap<String, wgpu::ComputePipeline>,
+    pub preps: HashMap<u64, exec::Prep>,
+    pub dummy: wgpu::Buffer,
+    pub timeout: Duration,
+}
+
+impl DevCtx {
+    fn lost_error(&self) -> Error {
+        Error::new(Code::DeviceLost, format!("GPU device lost: {}", self.lost_msg.lock().unwrap()))
+    }
+
+    /// Fails with device_lost / internal when the device is gone or wgpu reported an error.
+    pub fn check(&self) -> Result<()> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(self.lost_error());
+        }
+        let errs: Vec<String> = std::mem::take(&mut *self.errors.lock().unwrap());
+        if !errs.is_empty() {
+            return Err(Error::new(Code::Internal, format!("GPU error: {}", errs.join("; "))));
+        }
+        Ok(())
+    }
+
+    /// Run `f` inside validation + out-of-memory error scopes.
+    pub fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let r = f();
+        let e1 = pollster::block_on(val.pop());
+        let e2 = pollster::block_on(oom.pop());
+        if let Some(e) = e2 {
+            return Err(Error::new(Code::Internal, format!("{what}: GPU out of memory: {e}")));
+        }
+        if let Some(e) = e1 {
+            return Err(Error::new(Code::Internal, format!("{what}: {e}")));
+        }
+        self.check()?;
+        Ok(r)
+    }
+
+    /// Wait for a submission with the configured timeout; a timeout marks the device lost.
+    pub fn wait(&self, idx: wgpu::SubmissionIndex) -> Result<()> {
+        let r = self.device.poll(wgpu::PollType::Wait { submission_index: Some(idx), timeout: Some(self.timeout) });
+        match r {
+            Ok(_) => self.check(),
+            Err(wgpu::PollError::Timeout) => {
+                *self.lost_msg.lock().unwrap() = format!("GPU did not finish within {:?}", self.timeout);
+                self.lost.store(true, Ordering::SeqCst);
+                Err(self.lost_error())
+            }
+            Err(e) => {
+                self.check()?;
+                Err(Error::new(Code::DeviceLost, format!("GPU poll failed: {e}")))
+            }
+        }
+    }
+
+    pub fn pipeline(&mut self, key: &str, src: impl FnOnce() -> String) -> Result<wgpu::ComputePipeline> {
+        if let Some(p) = self.pipelines.get(key) {
+            return Ok(p.clone());
+        }
+        let code = src();
+        let device = self.device.clone();
+        let p = self.scoped(&format!("compiling kernel {key}"), || {
+            let m = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(key),
+                source: wgpu::ShaderSource::Wgsl(code.into()),
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(key),
+                layout: None,
+                module: &m,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })?;
+        self.pipelines.insert(key.to_string(), p.clone());
+        Ok(p)
+    }
+}
+
+/// What the device thread reports once the device is open.
+#[derive(Clone, Debug)]
+struct DeviceSummary {
+    adapter: String,
+    device_type: String,
+    limits: wgpu::Limits,
+    f16: bool,
+    timestamps: bool,
+}
+
+pub(crate) struct DeviceHandle {
+    tx: mpsc::Sender<Job>,
+    lost: Arc<AtomicBool>,
+    summary: DeviceSummary,
+    next_id: AtomicU64,
+}
+
+impl DeviceHandle {
+    pub(crate) fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut DevCtx) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(Error::new(Code::DeviceLost, "GPU device lost"));
+        }
+        let (rtx, rrx) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |ctx: &mut DevCtx| {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                ctx.check()?;
+                f(ctx)
+            }))
+            .unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(Error::new(Code::Internal, format!("GPU thread panicked: {msg}")))
+            });
+            let _ = rtx.send(r);
+        });
+        let gone = || Error::new(Code::DeviceLost, "GPU device thread is gone");
+        self.tx.send(job).map_err(|_| gone())?;
+        rrx.recv().map_err(|_| gone())?
+    }
+}
+
+fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
+    let inst = new_instance();
+    let adapters = pollster::block_on(inst.enumerate_adapters(BACKENDS));
+    let want = opts
+        .adapter_name
+        .clone()
+        .or_else(|| std::env::var("LUCENT_ADAPTER").ok().filter(|s| !s.is_empty()))
+        .map(|s| s.to_lowercase());
+    let rank = |t: wgpu::DeviceType| match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    let seen: Vec<String> =
+        adapters.iter().map(|a| format!("{} [{}]", a.get_info().name, type_name(a.get_info().device_type))).collect();
+    let mut cands: Vec<wgpu::Adapter> = adapters
+        .into_iter()
+        .filter(|a| {
+            let i = a.get_info();
+            (opts.allow_cpu_adapter || i.device_type != wgpu::DeviceType::Cpu)
+                && want.as_ref().is_none_or(|w| i.name.to_lowercase().contains(w.as_str()))
+        })
+        .collect();
+    cands.sort_by_key(|a| {
+        let i = a.get_info();
+        (rank(i.device_type), if i.backend == wgpu::Backend::Vulkan { 0 } else { 1 })
+    });
+    let Some(adapter) = cands.into_iter().next() else {
+        return Err(Error::new(
+            Code::GpuUnavailable,
+            format!(
+                "no usable GPU adapter (name filter {:?}, cpu adapters {}); adapters seen: [{}]",
+                want,
+                if opts.allow_cpu_adapter { "allowed" } else { "not allowed" },
+                seen.join(", ")
+            ),
+        ));
+    };
+    let info = adapter.get_info();
+    let af = adapter.features();
+    let mut features = wgpu::Features::empty();
+    for f in [wgpu::Features::SHADER_F16, wgpu::Features::TIMESTAMP_QUERY] {
+        if af.contains(f) {
+            features |= f;
+        }
+    }
+    let limits = adapter.limits();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("lucent"),
+        required_features: features,
+        required_limits: limits.clone(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::Performance,
+        trace: wgpu::Trace::Off,
+    }))
+    .map_err(|e| Error::new(Code::GpuUnavailable, format!("cannot open {}: {e}", info.name)))?;
+    let lost = Arc::new(AtomicBool::new(false));
+    let lost_msg = Arc::new(Mutex::new(String::new()));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    {
+        let errors = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut v = errors.lock().unwrap();
+            if v.len() < 16 {
+                v.push(e.to_string());
+            }
+        }));
+        let (lost, lost_msg) = (lost.clone(), lost_msg.clone());
+        device.set_device_lost_callback(move |reason, msg| {
+            *lost_msg.lock().unwrap() = format!("{reason:?}: {msg}");
+            lost.store(true, Ordering::SeqCst);
+        });
+    }
+    let dummy = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("dummy"),
+        size: 256,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let timeout = std::env::var("LUCENT_GPU_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(600));
+    let summary = DeviceSummary {
+        adapter: format!("{} ({:?})", info.name, info.backend),
+        device_type: type_name(info.device_type).to_string(),
+        limits: limits.clone(),
+        f16: features.contains(wgpu::Features::SHADER_F16),
+        timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+    };
+    let ctx = DevCtx {
+        device,
+        queue,
+        limits,
+        features,
+        lost,
+        lost_msg,
+        errors,
+        pipelines: HashMap::new(),
+        preps: HashMap::new(),
+        dummy,
+        timeout,
+    };
+    Ok((ctx, summary))
+}
+
+fn spawn_device(opts: &GpuOptions) -> Result<Arc<DeviceHandle>> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let (itx, irx) = mpsc::sync_channel::<Result<(DeviceSummary, Arc<AtomicBool>)>>(1);
+    let opts = opts.clone();
+    std::thread::Builder::new()
+        .name("lucent-gpu".into())
+        .spawn(move || {
+            let opened = catch_unwind(AssertUnwindSafe(|| open_device(&opts)))
+                .unwrap_or_else(|_| Err(Error::new(Code::GpuUnavailable, "wgpu panicked while opening the device")));
+            let mut ctx = match opened {
+                Ok((ctx, summary)) => {
+                    let _ = itx.send(Ok((summary, ctx.lost.clone())));
+                    ctx
+                }
+                Err(e) => {
+                    let _ = itx.send(Err(e));
+                    return;
+                }
+            };
+            while let Ok(job) = rx.recv() {
+                job(&mut ctx);
+            }
+        })
+        .map_err(|e| Error::new(Code::Internal, format!("cannot start the GPU thread: {e}")))?;
+    let (summary, lost) = irx
+        .recv()
+        .map_err(|_| Error::new(Code::GpuUnavailable, "GPU thread exited while opening the device"))??;
+    Ok(Arc::new(DeviceHandle { tx, lost, summary, next_id: AtomicU64::new(1) }))
+}
+
+static GLOBAL: Mutex<Option<Arc<DeviceHandle>>> = Mutex::new(None);
+
+/// A handle on the process-wide GPU device.
+#[derive(Clone)]
+pub struct GpuBackend {
+    dev: Arc<DeviceHandle>,
+    settings: Settings,
+}
+
+impl GpuBackend {
+    /// Open (or join) the process-wide device. The first successful call's adapter choice wins;
+    /// later calls reuse that device unless it was lost. A later call may widen the choice only
+    /// in that a call that does not allow CPU adapters never joins a CPU-adapter device.
+    pub fn new(opts: GpuOptions) -> Result<GpuBackend> {
+        let mut g = GLOBAL.lock().unwrap_or_else(|p| p.into_inner());
+        let reuse = g.as_ref().filter(|d| {
+            !d.lost.load(Ordering::SeqCst) && (opts.allow_cpu_adapter || d.summary.device_type != "cpu")
+        });
+        let dev = match reuse {
+            Some(d) => d.clone(),
+            None => {
+                let d = spawn_device(&opts)?;
+                *g = Some(d.clone());
+                d
+            }
+        };
+        let settings = Settings {
+            f16: dev.summary.f16 && !opts.force_f32 && !env_flag("LUCENT_GPU_F32"),
+            f16_math: env_flag("LUCENT_GPU_F16_MATH"),
+            conv: None,
+            profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
+        };
+        Ok(GpuBackend { dev, settings })
+    }
+
+    pub fn adapter_name(&self) -> &str {
+        &self.dev.summary.adapter
+    }
+    pub fn device_type(&self) -> &str {
+        &self.dev.summary.device_type
+    }
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.dev.summary.limits
+    }
+    /// Whether the device has SHADER_F16 (whether this handle uses it: `settings().f16`).
+    pub fn f16_available(&self) -> bool {
+        self.dev.summary.f16
+    }
+    pub fn timestamps_available(&self) -> bool {
+        self.dev.summary.timestamps
+    }
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A handle on the same device with other settings (f16 only where available).
+    pub fn with_settings(&self, f: impl FnOnce(&mut Settings)) -> GpuBackend {
+        let mut s = self.settings.clone();
+        f(&mut s);
+        s.f16 &= self.dev.summary.f16;
+        s.f16_math &= s.f16;
+        s.profile &= self.dev.summary.timestamps;
+        GpuBackend { dev: self.dev.clone(), settings: s }
+    }
+
+    /// The tile configuration the convolution uses for wide layers on this device.
+    pub fn conv_cfg(&self) -> ConvCfg {
+        self.settings.conv.unwrap_or_else(|| exec::default_cfg(&self.dev.summary.limits, false, self.settings.f16_math))
+    }
+
+    /// Allocate and free a GPU buffer of `bytes` (diagnostics: shows the error path for
+    /// requests the device refuses).
+    pub fn try_alloc(&self, bytes: u64) -> Result<()> {
+        self.dev.call(move |ctx| {
+            let d = ctx.device.clone();
+            let b = ctx.scoped("allocating a buffer", || {
+                d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("probe"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })
+            })?;
+            b.destroy();
+            Ok(())
+        })
+    }
+
+    /// Destroy the device (tests of the device-lost path). Every later call fails with
+    /// `device_lost`; a later `GpuBackend::new` opens a fresh device.
+    #[doc(hidden)]
+    pub fn destroy_device(&self) {
+        let _ = self.dev.call(|ctx| {
+            ctx.device.destroy();
+            let _ = ctx.device.poll(wgpu::PollType::Poll);
+            if !ctx.lost.load(Ordering::SeqCst) {
+                *ctx.lost_msg.lock().unwrap() = "device destroyed".into();
+                ctx.lost.store(true, Ordering::SeqCst);
+            }
+            Ok(())
+        });
+    }
+
+    /// Prepare with this handle's settings, returning the concrete type (profile access).
+    pub fn prepare_gpu(&self, net: Arc<Net>) -> Result<GpuPrepared> {
+        let id = self.dev.next_id.fetch_add(1, Ordering::Relaxed);
+        let settings = self.settings.clone();
+        let n = net.clone();
+        self.dev.call(move |ctx| {
+            let p = exec::Prep::new(ctx, n, settings)?;
+            ctx.preps.insert(id, p);
+            Ok(())
+        })?;
+        Ok(GpuPrepared { id, dev: self.dev.clone(), net })
+    }
+}
+
+impl Backend for GpuBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo { kind: "gpu", adapter: self.dev.summary.adapter.clone(), f16: self.settings.f16 }
+    }
+    fn prepare(&self, net: Arc<Net>) -> Result<Arc<dyn Prepared>> {
+        Ok(Arc::new(self.prepare_gpu(net)?))
+    }
+    fn max_tile(&self, net: &Net) -> usize {
+        exec::max_tile(net, &self.dev.summary.limits, self.settings.f16)
+    }
+}
+
+/// A network whose weights live on the GPU.
+pub struct GpuPrepared {
+    id: u64,
+    dev: Arc<DeviceHandle>,
+    net: Arc<Net>,
+}
+
+impl GpuPrepared {
+    pub fn net(&self) -> &Arc<Net> {
+        &self.net
+    }
+    /// Per-layer GPU times of the last run (empty unless profiling was on).
+    pub fn last_profile(&self) -> Result<Vec<LayerTime>> {
+        let id = self.id;
+        self.dev.call(move |ctx| Ok(ctx.preps.get(&id).map(|p| p.last_profile.clone()).unwrap_or_default()))
+    }
+}
+
+impl Prepared for GpuPrepared {
+    fn run(&self, inputs: &[(usize, &Tensor)], outputs: &[usize], cancel: &Cancel) -> Result<Vec<Tensor>> {
+        cancel.check()?;
+        let inputs: Vec<(usize, Tensor)> = inputs.iter().map(|(i, t)| (*i, (*t).clone())).collect();
+        let outputs = outputs.to_vec();
+        let cancel = cancel.clone();
+        let id = self.id;
+        self.dev.call(move |ctx| {
+            let mut prep = ctx.preps.remove(&id).ok_or_else(|| Error::new(Code::Internal, "prepared network is gone"))?;
+            let r = prep.run(ctx, &inputs, &outputs, &cancel);
+            ctx.preps.insert(id, prep);
+            r
+        })
+    }
+}
+
+impl Drop for GpuPrepared {
+    fn drop(&mut self) {
+        let id = self.id;
+        let _ = self.dev.call(move |ctx| {
+            ctx.preps.remove(&id);
+            Ok(())
+        });
+    }
+}
