@@ -627,11 +627,13 @@ fn encode_inner(img: &Image, format: Format, opts: &EncodeOptions) -> Result<Vec
         }
         Format::Tiff => {
             let orientation = if exif.is_some() { exif.as_ref().and_then(|x| x.orientation()) } else { None };
+            // Gray+alpha TIFFs are not readable by the `image` crate: write those as RGBA.
+            let (ch, px) = if img.channels == 2 { (4, convert(img, 4, img.bit_depth)) } else { (img.channels, img.data.clone()) };
             out = tiff_enc::encode(&tiff_enc::TiffInput {
                 width: w,
                 height: h,
-                channels: img.channels,
-                pixels: &img.data,
+                channels: ch,
+                pixels: &px,
                 dpi,
                 orientation,
                 exif: exif.as_ref(),
