@@ -3,6 +3,8 @@
 pub mod backend;
 pub mod error;
 pub mod ncnn;
+pub mod reference;
+pub mod cpu;
 pub mod tensor;
 
 pub use backend::{Backend, BackendInfo, Cancel, Prepared};

@@ -525,7 +525,7 @@ fn build_op(spec: &LayerSpec, r: &mut WeightReader) -> Result<Op> {
         "Crop" => Op::Crop(Crop {
             woffset: pd.get_int(0, 0),
             hoffset: pd.get_int(1, 0),
-            coffset: pd.get_int(13, 0),
+            coffset: pd.get_int(2, 0),
             outw: pd.get_int(3, 0),
             outh: pd.get_int(4, 0),
             outc: pd.get_int(5, 0),
