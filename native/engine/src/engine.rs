@@ -143,14 +143,17 @@ pub fn make_backend(opts: &EngineOptions) -> Result<Arc<dyn Backend>> {
 }
 
 fn cpu_backend(threads: Option<usize>) -> Result<Arc<dyn Backend>> {
-    // TEMP until lucent_core::cpu lands
-    let _ = threads;
-    Err(Error::new(Code::Internal, "CPU backend not built yet"))
+    Ok(Arc::new(lucent_core::cpu::CpuBackend::new(threads)))
 }
 
 #[cfg(feature = "gpu")]
 fn gpu_backend(adapter: Option<String>, allow_cpu_adapter: bool) -> Result<Arc<dyn Backend>> {
-    let b = lucent_gpu::GpuBackend::new(lucent_gpu::GpuOptions { adapter_name: adapter, allow_cpu_adapter })?;
+    let env = lucent_gpu::GpuOptions::from_env();
+    let b = lucent_gpu::GpuBackend::new(lucent_gpu::GpuOptions {
+        adapter_name: adapter,
+        allow_cpu_adapter: allow_cpu_adapter || env.allow_cpu_adapter,
+        force_f32: env.force_f32,
+    })?;
     Ok(Arc::new(b))
 }
 
