@@ -362,3 +362,15 @@ fn set5_x4_psnr_matches_reference() {
     eprintln!("Set5 x4 general_4x mean PSNR-Y {mean:.2} dB (reference interpreter: 26.87)");
     assert!((mean - 26.87).abs() < 0.1, "mean PSNR {mean:.3} is off the reference 26.87");
 }
+
+#[test]
+fn conv_flop_counts() {
+    need_data!();
+    // Published-style figures: ~2.42 TFLOP per input MP (compact), ~35.9 (RRDB x4plus).
+    for (stem, want) in [("sr/realesr-general-x4v3", 2.42), ("sr/realesrgan-x4plus", 35.9)] {
+        let net = lucent_core::ncnn::Net::load_stem(&model_dir().join(stem)).unwrap();
+        let t = lucent_engine::flops::conv_flops(&net, 100, 100) / 1e12 / 0.01;
+        eprintln!("{stem}: {t:.3} TFLOP/MP");
+        assert!((t - want).abs() < 0.05 * want, "{stem}: {t}");
+    }
+}
