@@ -5,6 +5,7 @@ import { contentTypeFor } from '../catalog.js'
 import type { Store } from '../store/types.js'
 import type { MediaStorage } from '../storage/types.js'
 import type { EnginePool } from '../worker/pool.js'
+import { runVideoJob } from './video.js'
 
 export interface RunnerDeps {
   store: Store
@@ -30,10 +31,7 @@ export function makeRunner(d: RunnerDeps) {
     try {
       const attempt = await d.store.startAttempt(jobId)
       if (attempt > d.maxAttempts) return await fail(jobId, 'crashed', `job did not finish after ${d.maxAttempts} attempts`)
-      if (job.kind === 'video') {
-        // The video pipeline is a later issue: fail honestly (refunded), never fake success.
-        return await fail(jobId, 'not_implemented', 'video processing is not available in this version')
-      }
+      if (job.kind === 'video') return await runVideoJob(d, job)
       const original = await d.storage.get(job.originalKey)
       if (!original) return await fail(jobId, 'storage', 'original file is missing')
       const p = job.params as { format: string; exif?: boolean; dpi?: number | null }

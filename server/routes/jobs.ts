@@ -11,6 +11,7 @@ import {
 import { photoPrice, videoPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
+import { missingVideoTools, videoTools } from '../video/tools.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, RETENTION_MS, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, errorResponses } from './schemas.js'
@@ -92,26 +93,35 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     if (!ext || !VIDEO_OUTPUT_EXTENSIONS.has(ext)) throw new ApiError(110400007)
     const [w, h] = b.resolution
     if (w * h > VIDEO_MAX_OUT_MP * 1e6) throw new ApiError(110400010)
+    // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
+    const missingTools = await missingVideoTools(videoTools(l.config))
+    if (missingTools) throw new ApiError(100500005, { detail: missingTools })
     return withQueueSlot(l, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
       try {
+        // Fetched but not a video ffmpeg can decode (a photo, text, garbage) -> 110400007.
         const sn = sniff(await readHead(input.file))
-        if (!sn || (sn.kind !== 'video' && sn.format !== 'gif')) throw new ApiError(110400008)
+        if (sn && sn.kind === 'image' && sn.format !== 'gif') throw new ApiError(110400007)
         let pr
         try {
           pr = await probeVideo(input.file, l.config.ffprobe)
         } catch (e) {
           if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new ApiError(100500005, { detail: e.message })
-          throw new ApiError(110400008)
+          throw new ApiError(110400007)
         }
+        if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) throw new ApiError(110400007)
         if (!(pr.duration >= VIDEO_MIN_SECONDS && pr.duration <= VIDEO_MAX_SECONDS)) throw new ApiError(110400011)
         const coins = videoPrice(l.prices, model, w, h, pr.fps, pr.duration)
         const id = newJobId()
-        const originalKey = `o/${id}.${sn.format}`
-        await l.storage.putStream(originalKey, fs.createReadStream(input.file), contentTypeFor(sn.format), Number.MAX_SAFE_INTEGER)
+        const format = sn?.format ?? pr.format.split(',')[0]
+        const originalKey = `o/${id}.${format}`
+        await l.storage.putStream(originalKey, fs.createReadStream(input.file), contentTypeFor(format), Number.MAX_SAFE_INTEGER)
         return await submit(l, {
           id, keyId: req.apiKey!.id, kind: 'video', model: model.name, coins, originalKey,
-          params: { ext, resolution: [w, h], input: { format: sn.format, width: pr.width, height: pr.height, fps: pr.fps, duration: pr.duration, codec: pr.codec } },
+          params: {
+            ext, resolution: [w, h],
+            input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
+          },
         }, commit)
       } finally {
         await fsp.rm(input.file, { force: true })

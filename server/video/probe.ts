@@ -1,7 +1,34 @@
-/** Video probing with ffprobe (LUCENT_FFPROBE or `ffprobe` on PATH). */
-import { execFile } from 'node:child_process'
+/**
+ * Video probing with ffprobe (LUCENT_FFPROBE or `ffprobe` on PATH).
+ *
+ * probeVideo(): container + first video stream facts needed at submission (duration, fps, coded size,
+ * display rotation, frame count estimate, audio / subtitle presence).
+ * probeTimestamps(): the presentation timestamps of every video packet (no decoding), to detect
+ * variable frame rate and restore the original timing after the constant-rate raw-pipe encode.
+ */
+import { execFile, spawn } from 'node:child_process'
 
-export interface VideoProbe { duration: number; width: number; height: number; fps: number; codec: string; format: string }
+export interface VideoProbe {
+  duration: number // seconds (container, else stream)
+  width: number // coded width (before rotation)
+  height: number
+  /** Display rotation in degrees, normalised to 0, 90, 180 or 270. */
+  rotation: number
+  fps: number
+  /** Exact frame rate as a rational string, e.g. "1199/50" (avg_frame_rate, else r_frame_rate). */
+  fpsRational: string
+  /** Frame count: from the container when it says, else duration * fps (an estimate). */
+  frames: number
+  codec: string
+  format: string
+  hasAudio: boolean
+  hasSubtitles: boolean
+  /** Codec names of the subtitle streams, in order. */
+  subtitleCodecs: string[]
+  /** Start of the video stream and of the whole file, seconds (0 when unknown). */
+  videoStart: number
+  fileStart: number
+}
 
 export class ProbeError extends Error {
   constructor(readonly reason: 'missing_ffprobe' | 'invalid' | 'no_video', message: string) {
@@ -14,14 +41,26 @@ function rate(s: unknown): number {
   if (typeof s !== 'string') return 0
   const [n, d] = s.split('/').map(Number)
   const r = d ? n / d : n
-  return Number.isFinite(r) ? r : 0
+  return Number.isFinite(r) && r > 0 ? r : 0
 }
 
-/** Probes the file at `file`. Throws ProbeError('missing_ffprobe') when ffprobe cannot be run at all. */
-export function probeVideo(file: string, ffprobe = 'ffprobe', timeoutMs = 30_000): Promise<VideoProbe> {
-  const args = ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]
+function normRotation(deg: number): number {
+  const r = ((Math.round(deg / 90) * 90) % 360 + 360) % 360
+  return r
+}
+
+function rotationOf(v: Record<string, unknown>): number {
+  const side = (v.side_data_list as Array<Record<string, unknown>> | undefined) ?? []
+  for (const s of side) {
+    if (typeof s.rotation === 'number') return normRotation(s.rotation)
+  }
+  const tag = (v.tags as Record<string, string> | undefined)?.rotate
+  return tag ? normRotation(-Number(tag) || 0) : 0
+}
+
+function runProbe(ffprobe: string, args: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(ffprobe, args, { timeout: timeoutMs, maxBuffer: 8 << 20 }, (err, stdout) => {
+    execFile(ffprobe, args, { timeout: timeoutMs, maxBuffer: 64 << 20 }, (err, stdout) => {
       if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') {
         reject(new ProbeError('missing_ffprobe', `ffprobe not found (${ffprobe}); install ffmpeg or set LUCENT_FFPROBE`))
         return
@@ -30,27 +69,112 @@ export function probeVideo(file: string, ffprobe = 'ffprobe', timeoutMs = 30_000
         reject(new ProbeError('invalid', `ffprobe failed: ${String(err.message).slice(0, 300)}`))
         return
       }
-      let j: { streams?: Array<Record<string, unknown>>; format?: Record<string, unknown> }
-      try {
-        j = JSON.parse(stdout)
-      } catch {
-        reject(new ProbeError('invalid', 'ffprobe output not JSON'))
-        return
-      }
-      const v = (j.streams ?? []).find((s) => s.codec_type === 'video')
-      if (!v) {
-        reject(new ProbeError('no_video', 'no video stream'))
-        return
-      }
-      const duration = Number(j.format?.duration ?? v.duration ?? NaN)
-      resolve({
-        duration: Number.isFinite(duration) ? duration : 0,
-        width: Number(v.width) || 0,
-        height: Number(v.height) || 0,
-        fps: rate(v.avg_frame_rate) || rate(v.r_frame_rate),
-        codec: String(v.codec_name ?? ''),
-        format: String(j.format?.format_name ?? ''),
-      })
+      resolve(stdout)
     })
   })
+}
+
+/** Probes the file at `file`. Throws ProbeError('missing_ffprobe') when ffprobe cannot be run at all. */
+export async function probeVideo(file: string, ffprobe = 'ffprobe', timeoutMs = 30_000): Promise<VideoProbe> {
+  const args = ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]
+  const stdout = await runProbe(ffprobe, args, timeoutMs)
+  let j: { streams?: Array<Record<string, unknown>>; format?: Record<string, unknown> }
+  try {
+    j = JSON.parse(stdout)
+  } catch {
+    throw new ProbeError('invalid', 'ffprobe output not JSON')
+  }
+  const streams = j.streams ?? []
+  // Cover art / thumbnails are "video" streams with attached_pic set: not the movie.
+  const v = streams.find((s) => s.codec_type === 'video' && !(s.disposition as Record<string, number> | undefined)?.attached_pic)
+  if (!v) throw new ProbeError('no_video', 'no video stream')
+  const fmtDur = Number(j.format?.duration)
+  const stDur = Number(v.duration)
+  const duration = Number.isFinite(fmtDur) && fmtDur > 0 ? fmtDur : Number.isFinite(stDur) ? stDur : 0
+  const avg = rate(v.avg_frame_rate)
+  const fpsRational = avg ? String(v.avg_frame_rate) : rate(v.r_frame_rate) ? String(v.r_frame_rate) : '25/1'
+  const fps = rate(fpsRational)
+  const nb = Number(v.nb_frames)
+  const frames = Number.isInteger(nb) && nb > 0 ? nb : Math.max(1, Math.round(duration * fps))
+  const start = Number(v.start_time)
+  const fstart = Number(j.format?.start_time)
+  const subs = streams.filter((s) => s.codec_type === 'subtitle')
+  return {
+    duration,
+    width: Number(v.width) || 0,
+    height: Number(v.height) || 0,
+    rotation: rotationOf(v),
+    fps,
+    fpsRational,
+    frames,
+    codec: String(v.codec_name ?? ''),
+    format: String(j.format?.format_name ?? ''),
+    hasAudio: streams.some((s) => s.codec_type === 'audio'),
+    hasSubtitles: subs.length > 0,
+    subtitleCodecs: subs.map((s) => String(s.codec_name ?? '')),
+    videoStart: Number.isFinite(start) ? start : 0,
+    fileStart: Number.isFinite(fstart) ? fstart : Number.isFinite(start) ? start : 0,
+  }
+}
+
+export interface Timestamps {
+  /** Presentation time of every video frame in display order, seconds, relative to the file's start. */
+  pts: number[]
+  /** True when the frame intervals are not constant (beyond rounding of the time base). */
+  vfr: boolean
+  /** Median frame interval, seconds. */
+  interval: number
+}
+
+/**
+ * Reads every video packet's pts (streamed line by line: memory is 8 bytes per frame) and decides whether
+ * the stream is variable-frame-rate. Packets without a pts are skipped.
+ */
+export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 300_000): Promise<Timestamps> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(ffprobe, ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'packet=pts_time', '-of', 'csv=p=0', file], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
+    const pts: number[] = []
+    let rest = ''
+    let err = ''
+    p.stdout.setEncoding('utf8')
+    p.stdout.on('data', (d: string) => {
+      const lines = (rest + d).split('\n')
+      rest = lines.pop() ?? ''
+      for (const l of lines) {
+        const t = Number(l.split(',')[0])
+        if (l.trim() && Number.isFinite(t)) pts.push(t)
+      }
+    })
+    p.stderr.on('data', (d: Buffer) => {
+      if (err.length < 4096) err += d.toString()
+    })
+    p.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer)
+      reject(e.code === 'ENOENT' ? new ProbeError('missing_ffprobe', `ffprobe not found (${ffprobe})`) : e)
+    })
+    p.on('close', (code) => {
+      clearTimeout(timer)
+      const t = Number(rest.split(',')[0])
+      if (rest.trim() && Number.isFinite(t)) pts.push(t)
+      if (code !== 0) return reject(new ProbeError('invalid', `ffprobe packets failed: ${err.trim().slice(0, 300)}`))
+      pts.sort((a, b) => a - b)
+      resolve(analyseTimestamps(pts))
+    })
+  })
+}
+
+/** VFR when some frame interval deviates from the median by more than 25 % (CFR time-base rounding
+ *  jitter stays far below that). Exported for tests. */
+export function analyseTimestamps(pts: number[]): Timestamps {
+  const d: number[] = []
+  for (let i = 1; i < pts.length; i++) d.push(pts[i] - pts[i - 1])
+  if (d.length === 0) return { pts, vfr: false, interval: 0 }
+  const sorted = [...d].sort((a, b) => a - b)
+  const interval = sorted[Math.floor(sorted.length / 2)]
+  const tol = Math.max(interval * 0.25, 1e-4)
+  const vfr = d.some((x) => Math.abs(x - interval) > tol)
+  return { pts, vfr, interval }
 }

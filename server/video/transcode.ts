@@ -1,10 +1,27 @@
-// Video enhancement pipeline: ffmpeg decodes the input into raw RGB frames over a pipe, batches of
-// frames go through the engine (`processFrames`), the enhanced frames are written over a pipe into a
-// second ffmpeg that fits them to the target resolution, encodes them and muxes the original's audio
-// (copied bit-exact), subtitles (where the container allows) and metadata. Nothing but the two
-// pipes and the output file touches the disk, so memory and disk stay bounded by the batch size.
+// Video enhancement pipeline: ffmpeg decodes the input into raw RGB24 frames over a pipe, batches of
+// frames go through the engine (`process`), the enhanced frames are written over a pipe into a second
+// ffmpeg that fits them to the target resolution, encodes them and muxes the original's audio (copied
+// bit-exact), subtitles (where the container allows) and metadata. Decoding, the engine and encoding run
+// concurrently (one batch read ahead, one batch being written while the next is enhanced); memory is
+// bounded by ~3 batches, and nothing but the output (plus, for VFR inputs, the encoded video stream)
+// touches the disk.
+//
+// Choices (documented for the API):
+// - Fit: the network output is scaled with Lanczos to fit INSIDE the target keeping its aspect ratio and
+//   centred on black (letterbox / pillarbox). The output has exactly the requested size, rounded down to
+//   even numbers for yuv420p (H.264/HEVC); GIF keeps odd sizes.
+// - Codec: H.264 (libx264) up to 3840x2160 pixels, HEVC (libx265, tagged hvc1) above; yuv420p; CRF 18
+//   (visually near-lossless; LUCENT_VIDEO_CRF) with preset medium (LUCENT_VIDEO_PRESET). GIF: per-frame
+//   palettes (streaming, no whole-video palette pass).
+// - Timing: the raw pipe carries no timestamps, so the encoder first gets constant-rate stamps at the
+//   input's average rate. When the input is variable-frame-rate (see probe.ts analyseTimestamps), the
+//   encoded video goes through mkvmerge with a v2 timestamp file holding every original frame time, then
+//   is muxed (stream copy) with the audio: the output frame times equal the input's (1 ms precision).
+//   AVI and GIF are always constant-rate.
+// - Rotation: ffmpeg's decoder applies the display matrix (autorotate), so frames arrive upright; the
+//   output carries no rotation.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { rm } from 'node:fs/promises'
+import { rm, writeFile } from 'node:fs/promises'
 
 export interface VideoStreamInfo {
   width: number // coded width
@@ -14,6 +31,10 @@ export interface VideoStreamInfo {
   frames: number // expected frame count (estimate when the container does not say)
   hasAudio: boolean
   hasSubtitles: boolean
+  /** Subtitle codec names (to pick what each container can carry). */
+  subtitleCodecs?: string[]
+  /** Seconds from the start of the file to the first video frame (kept in the output). */
+  videoOffset?: number
 }
 
 export type FrameProcessor = (
@@ -35,8 +56,14 @@ export interface TranscodeOptions {
   /** Frames per engine call. */
   batch?: number
   ffmpeg?: string
-  /** x264/x265 constant-rate factor (lower = better). */
+  /** mkvmerge binary, used only when `timestamps` is given. */
+  mkvmerge?: string
+  /** x264/x265 constant-rate factor (lower = better). Default 18. */
   crf?: number
+  /** x264/x265 preset. Default medium. */
+  preset?: string
+  /** Original presentation times (seconds, display order, first = 0) of a VFR input: restored in the output. */
+  timestamps?: number[]
   onProgress?: (framesDone: number, framesTotal: number) => void
   signal?: AbortSignal
 }
@@ -51,14 +78,24 @@ export class TranscodeError extends Error {
   }
 }
 
+const MP4_LIKE = new Set(['mp4', 'mov', 'm4v'])
+const TEXT_SUBS = new Set(['subrip', 'srt', 'ass', 'ssa', 'mov_text', 'webvtt', 'text'])
+const MUXER: Record<string, string> = { mp4: 'mp4', m4v: 'ipod', mov: 'mov', mkv: 'matroska', avi: 'avi', gif: 'gif' }
+
 /** Frames above 4K (3840x2160 pixels) are encoded as HEVC, as the commercial service does. */
 export function videoCodecFor(target: [number, number], container: string): string {
   if (container === 'gif') return 'gif'
   return target[0] * target[1] > 3840 * 2160 ? 'libx265' : 'libx264'
 }
 
+/** The encoded size: yuv420p needs even sides (rounded down); GIF keeps the request. */
+export function encodedSize(target: [number, number], container: string): [number, number] {
+  if (container === 'gif') return target
+  return [Math.max(2, target[0] & ~1), Math.max(2, target[1] & ~1)]
+}
+
 /** The scale filter that fits a frame into the target: keep the aspect ratio, centre it, pad
- *  with black (letterbox / pillarbox). Lanczos resampling; even sizes for yuv420p. */
+ *  with black (letterbox / pillarbox). Lanczos resampling. */
 export function fitFilter(target: [number, number]): string {
   const [w, h] = target
   return (
@@ -67,38 +104,70 @@ export function fitFilter(target: [number, number]): string {
   )
 }
 
+/** Whether the VFR timestamp restoration applies to this container. */
+export function keepsVfr(container: string): boolean {
+  return container !== 'avi' && container !== 'gif'
+}
+
+/** Stream maps + codecs for what comes from the original file (input index `src`). */
+function passthroughArgs(o: TranscodeOptions, src: number): string[] {
+  const args: string[] = []
+  const c = o.container
+  if (o.info.hasAudio) args.push('-map', `${src}:a?`, '-c:a', 'copy')
+  const subs = o.info.subtitleCodecs ?? (o.info.hasSubtitles ? ['subrip'] : [])
+  if (c === 'mkv') {
+    subs.forEach((codec, i) => args.push('-map', `${src}:s:${i}`, `-c:s:${i}`, codec === 'mov_text' ? 'srt' : 'copy'))
+    args.push('-map', `${src}:t?`)
+  } else if (MP4_LIKE.has(c)) {
+    let k = 0
+    subs.forEach((codec, i) => {
+      if (!TEXT_SUBS.has(codec)) return // bitmap subtitles cannot go into MP4/MOV
+      args.push('-map', `${src}:s:${i}`, `-c:s:${k++}`, 'mov_text')
+    })
+  }
+  // Container / stream metadata (title, language, creation time ...) from the original.
+  args.push('-map_metadata', String(src))
+  if (MP4_LIKE.has(c)) args.push('-movflags', '+faststart')
+  return args
+}
+
+function videoCodecArgs(o: TranscodeOptions): string[] {
+  const codec = videoCodecFor(o.target, o.container)
+  const args = ['-c:v', codec, '-preset', o.preset ?? 'medium', '-crf', String(o.crf ?? 18), '-pix_fmt', 'yuv420p']
+  if (codec === 'libx265') args.push('-tag:v', 'hvc1', '-x265-params', 'log-level=error')
+  return args
+}
+
+function rawInput(o: TranscodeOptions, frameW: number, frameH: number, offset: boolean): string[] {
+  const args = ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${frameW}x${frameH}`, '-framerate', o.info.fps]
+  if (offset && (o.info.videoOffset ?? 0) > 0.001) args.push('-itsoffset', (o.info.videoOffset ?? 0).toFixed(6))
+  return [...args, '-i', 'pipe:0']
+}
+
+const BASE = ['-hide_banner', '-v', 'error', '-nostdin', '-y']
+
+/** One-step encoder: frames from the pipe + audio/subs/metadata from the original, straight into the output. */
 function encoderArgs(o: TranscodeOptions, frameW: number, frameH: number): string[] {
-  const { container, target } = o
-  const args = ['-hide_banner', '-v', 'error', '-nostdin', '-y']
-  args.push('-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${frameW}x${frameH}`, '-framerate', o.info.fps, '-i', 'pipe:0')
-  args.push('-i', o.input)
-  args.push('-map', '0:v:0')
-  const codec = videoCodecFor(target, container)
-  if (container === 'gif') {
-    args.push('-filter_complex', `[0:v]${fitFilter(target)},split[a][b];[a]palettegen=stats_mode=diff[p];[b][p]paletteuse`)
+  const size = encodedSize(o.target, o.container)
+  const args = [...BASE, ...rawInput(o, frameW, frameH, true), '-i', o.input, '-map', '0:v:0']
+  if (o.container === 'gif') {
+    args.push('-filter_complex', `[0:v]${fitFilter(size)},split[a][b];[a]palettegen=stats_mode=single[p];[b][p]paletteuse=new=1`)
     args.push('-map_metadata', '1', '-f', 'gif', o.output)
     return args
   }
-  args.push('-vf', fitFilter(target))
-  if (o.info.hasAudio) args.push('-map', '1:a?', '-c:a', 'copy')
-  if (o.info.hasSubtitles && container === 'mkv') args.push('-map', '1:s?', '-c:s', 'copy')
-  if (o.info.hasSubtitles && (container === 'mp4' || container === 'mov' || container === 'm4v')) {
-    args.push('-map', '1:s?', '-c:s', 'mov_text')
-  }
-  const crf = String(o.crf ?? 18)
-  args.push('-c:v', codec, '-preset', 'medium', '-crf', crf, '-pix_fmt', 'yuv420p')
-  if (codec === 'libx265') args.push('-tag:v', 'hvc1', '-x265-params', 'log-level=error')
-  // Keep container and stream metadata (title, language, creation time ...), but not the input's
-  // rotation: the frames are already upright.
-  args.push('-map_metadata', '1', '-metadata:s:v:0', 'rotate=0')
-  if (container === 'mp4' || container === 'mov' || container === 'm4v') args.push('-movflags', '+faststart')
-  const fmt = { mp4: 'mp4', m4v: 'ipod', mov: 'mov', mkv: 'matroska', avi: 'avi' }[container] ?? container
-  args.push('-f', fmt, o.output)
+  args.push('-vf', fitFilter(size), ...videoCodecArgs(o), ...passthroughArgs(o, 1), '-f', MUXER[o.container] ?? o.container, o.output)
   return args
+}
+
+/** VFR step 1: frames -> fitted, encoded, video-only Matroska (constant-rate stamps, fixed below). */
+function vfrEncoderArgs(o: TranscodeOptions, frameW: number, frameH: number, file: string): string[] {
+  const size = encodedSize(o.target, o.container)
+  return [...BASE, ...rawInput(o, frameW, frameH, false), '-map', '0:v:0', '-vf', fitFilter(size), ...videoCodecArgs(o), '-f', 'matroska', file]
 }
 
 function decoderArgs(input: string): string[] {
   // -xerror / explode: a corrupt stream fails the job instead of producing damaged frames.
+  // passthrough: every decoded frame once (no duplication / dropping to a constant rate).
   return [
     '-hide_banner', '-v', 'error', '-nostdin', '-err_detect', 'explode', '-xerror',
     '-i', input, '-map', '0:v:0', '-fps_mode', 'passthrough', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1',
@@ -116,23 +185,60 @@ function collectStderr(p: ChildProcess): () => string {
 function exitOf(p: ChildProcess): Promise<number> {
   return new Promise((resolve) => {
     if (p.exitCode !== null) resolve(p.exitCode)
-    else p.once('close', (code, sig) => resolve(code ?? (sig ? 128 : 1)))
+    else {
+      p.once('error', () => resolve(127))
+      p.once('close', (code, sig) => resolve(code ?? (sig ? 128 : 1)))
+    }
+  })
+}
+
+/** Runs a helper process to completion; rejects with its stderr. */
+function runTool(bin: string, args: string[], reason: 'encode' | 'decode', signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    const err = collectStderr(p)
+    let out = ''
+    p.stdout?.on('data', (d: Buffer) => {
+      if (out.length < 4096) out += d.toString()
+    })
+    const onAbort = () => p.kill('SIGKILL')
+    signal?.addEventListener('abort', onAbort, { once: true })
+    p.on('error', (e) => {
+      signal?.removeEventListener('abort', onAbort)
+      reject(new TranscodeError(`${bin}: ${e.message}`, reason))
+    })
+    p.on('close', (code) => {
+      signal?.removeEventListener('abort', onAbort)
+      // mkvmerge exits 1 for warnings only (output written).
+      const okCode = code === 0 || (bin.includes('mkvmerge') && code === 1)
+      if (okCode) resolve()
+      else reject(new TranscodeError(`${bin} failed (${code}): ${(err() || out).slice(0, 500)}`, reason))
+    })
   })
 }
 
 function writeAll(p: ChildProcess, data: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     const stdin = p.stdin!
-    const onError = (e: Error) => reject(new TranscodeError(`encoder input closed: ${e.message}`, 'encode'))
-    stdin.once('error', onError)
-    if (stdin.write(data)) {
+    if (stdin.destroyed || p.exitCode !== null || p.signalCode !== null) {
+      reject(new TranscodeError('encoder exited', 'encode'))
+      return
+    }
+    const cleanup = () => {
       stdin.off('error', onError)
+      stdin.off('close', onClose)
+      stdin.off('drain', onDrain)
+    }
+    const onError = (e: Error) => { cleanup(); reject(new TranscodeError(`encoder input closed: ${e.message}`, 'encode')) }
+    const onClose = () => { cleanup(); reject(new TranscodeError('encoder input closed', 'encode')) }
+    const onDrain = () => { cleanup(); resolve() }
+    stdin.once('error', onError)
+    stdin.once('close', onClose)
+    if (stdin.write(data)) {
+      cleanup()
       resolve()
     } else {
-      stdin.once('drain', () => {
-        stdin.off('error', onError)
-        resolve()
-      })
+      stdin.once('drain', onDrain)
     }
   })
 }
@@ -147,25 +253,44 @@ async function* frameBatches(stream: NodeJS.ReadableStream, size: number, batch:
     have += chunk.length
     while (have >= want) {
       const all = Buffer.concat(parts, have)
-      yield all.subarray(0, want)
+      // A copy of exactly one batch: it may be transferred to a worker thread (its ArrayBuffer moves).
+      yield Buffer.from(all.subarray(0, want))
       const rest = all.subarray(want)
       parts = rest.length ? [Buffer.from(rest)] : []
       have = rest.length
     }
   }
   const whole = Math.floor(have / size) * size
-  if (whole > 0) yield Buffer.concat(parts, have).subarray(0, whole)
+  if (whole > 0) yield Buffer.from(Buffer.concat(parts, have).subarray(0, whole))
   if (have !== whole) throw new TranscodeError(`decoder produced a partial frame (${have - whole} bytes)`, 'decode')
 }
 
+/** mkvmerge timestamp file (format v2): one line per frame, milliseconds, display order. */
+export function timestampFile(ts: number[], frames: number, interval: number): string {
+  const lines = ['# timestamp format v2']
+  let last = -Infinity
+  for (let i = 0; i < frames; i++) {
+    // More frames decoded than packets stamped (rare): continue at the median interval.
+    let t = i < ts.length ? ts[i] : (ts.length ? ts[ts.length - 1] : 0) + (i - ts.length + 1) * interval
+    if (t <= last) t = last + 0.001 // strictly increasing after ms rounding
+    last = t
+    lines.push((t * 1000).toFixed(3))
+  }
+  return lines.join('\n') + '\n'
+}
+
 /** Runs the whole pipeline. Resolves with the number of frames written; on any failure both
- *  ffmpeg processes are killed and the partial output is removed. */
-export async function transcode(o: TranscodeOptions): Promise<{ frames: number; width: number; height: number }> {
+ *  ffmpeg processes are killed and the partial output and intermediates are removed. */
+export async function transcode(o: TranscodeOptions): Promise<{ frames: number; width: number; height: number; vfrRestored: boolean }> {
   const ffmpeg = o.ffmpeg ?? 'ffmpeg'
   const rot = ((o.info.rotation % 360) + 360) % 360
   const [w, h] = rot === 90 || rot === 270 ? [o.info.height, o.info.width] : [o.info.width, o.info.height]
   const frameBytes = w * h * 3
   const batch = Math.max(1, o.batch ?? 4)
+  const vfr = !!o.timestamps && o.timestamps.length > 1 && keepsVfr(o.container)
+  const tmpVideo = `${o.output}.v.mkv`
+  const tmpTimed = `${o.output}.t.mkv`
+  const tmpTs = `${o.output}.ts.txt`
   const dec = spawn(ffmpeg, decoderArgs(o.input), { stdio: ['ignore', 'pipe', 'pipe'] })
   const decErr = collectStderr(dec)
   const decExit = exitOf(dec)
@@ -175,37 +300,57 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
   const kill = () => {
     dec.kill('SIGKILL')
     enc?.kill('SIGKILL')
+    // Unread pipe data would keep 'close' from ever firing: drop it.
+    dec.stdout?.destroy()
+    enc?.stdin?.destroy()
   }
   const onAbort = () => kill()
   o.signal?.addEventListener('abort', onAbort, { once: true })
   let done = 0
   let outW = 0
   let outH = 0
+  let pendingWrite: Promise<void> = Promise.resolve()
   try {
-    for await (const frames of frameBatches(dec.stdout!, frameBytes, batch)) {
+    const it = frameBatches(dec.stdout!, frameBytes, batch)
+    let next = it.next()
+    for (;;) {
+      const r = await next
+      if (r.done) break
       if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
+      next = it.next() // decode the next batch while this one is enhanced
+      next.catch(() => {})
+      const frames = r.value
       const count = frames.length / frameBytes
       let out
       try {
         out = await o.process(frames, w, h, count)
       } catch (e) {
+        if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
         const err = e as Error & { code?: string }
         throw new TranscodeError(err.message, 'engine', err.code)
       }
+      await pendingWrite
+      if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
       if (!enc) {
         outW = out.width
         outH = out.height
-        enc = spawn(ffmpeg, encoderArgs(o, outW, outH), { stdio: ['pipe', 'ignore', 'pipe'] })
+        // VFR: Matroska gets the full mux now and its video timestamps replaced by mkvmerge (which keeps the
+        // audio/subtitles as they are); MP4/MOV get a video-only stream, re-timed, then muxed by ffmpeg.
+        const args = !vfr ? encoderArgs(o, outW, outH)
+          : o.container === 'mkv' ? encoderArgs({ ...o, output: tmpVideo }, outW, outH) : vfrEncoderArgs(o, outW, outH, tmpVideo)
+        enc = spawn(ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'] })
         encErr = collectStderr(enc)
         encExit = exitOf(enc)
       }
-      if (out.data.length !== outW * outH * 3 * count) {
-        throw new TranscodeError(`engine returned ${out.data.length} bytes for ${count} frames`, 'engine')
+      if (out.width !== outW || out.height !== outH || out.data.length !== outW * outH * 3 * count) {
+        throw new TranscodeError(`engine returned ${out.data.length} bytes (${out.width}x${out.height}) for ${count} frames`, 'engine')
       }
-      await writeAll(enc, out.data)
+      pendingWrite = writeAll(enc, out.data) // the encoder drains this while the next batch is enhanced
+      pendingWrite.catch(() => {})
       done += count
       o.onProgress?.(done, Math.max(done, o.info.frames))
     }
+    await pendingWrite
     const dcode = await decExit
     if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
     if (dcode !== 0) throw new TranscodeError(`decoding failed: ${decErr() || `ffmpeg exited ${dcode}`}`, 'decode')
@@ -213,15 +358,35 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
     enc.stdin!.end()
     const ecode = await encExit!
     if (ecode !== 0) throw new TranscodeError(`encoding failed: ${encErr() || `ffmpeg exited ${ecode}`}`, 'encode')
-    return { frames: done, width: outW, height: outH }
+    if (vfr) {
+      const ts = o.timestamps!
+      const t0 = ts[0]
+      const off = o.info.videoOffset ?? 0
+      const rel = ts.map((t) => t - t0 + (o.container === 'mkv' ? off : 0))
+      const interval = ts.length > 1 ? (ts[ts.length - 1] - t0) / (ts.length - 1) : 0.04
+      await writeFile(tmpTs, timestampFile(rel, done, interval))
+      const mkvmerge = o.mkvmerge ?? 'mkvmerge'
+      if (o.container === 'mkv') {
+        await runTool(mkvmerge, ['-q', '-o', o.output, '--timestamps', `0:${tmpTs}`, tmpVideo], 'encode', o.signal)
+        return { frames: done, width: outW, height: outH, vfrRestored: true }
+      }
+      await runTool(mkvmerge, ['-q', '-o', tmpTimed, '--timestamps', `0:${tmpTs}`, tmpVideo], 'encode', o.signal)
+      const mux = [...BASE]
+      if (off > 0.001) mux.push('-itsoffset', off.toFixed(6))
+      mux.push('-i', tmpTimed, '-i', o.input, '-map', '0:v:0', '-c:v', 'copy', ...passthroughArgs(o, 1))
+      mux.push('-f', MUXER[o.container] ?? o.container, o.output)
+      await runTool(ffmpeg, mux, 'encode', o.signal)
+    }
+    return { frames: done, width: outW, height: outH, vfrRestored: vfr }
   } catch (e) {
     kill()
-    await Promise.allSettled([decExit, encExit])
+    await Promise.allSettled([decExit, encExit, pendingWrite])
     await rm(o.output, { force: true })
     if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
     if (e instanceof TranscodeError) throw e
     throw new TranscodeError((e as Error).message, 'decode')
   } finally {
     o.signal?.removeEventListener('abort', onAbort)
+    await Promise.all([tmpVideo, tmpTimed, tmpTs].map((f) => rm(f, { force: true })))
   }
 }

@@ -65,5 +65,23 @@ export default async function run(task) {
       if (port) port.close()
     }
   }
+  if (task.op === 'frames') {
+    // Video: one batch of RGB24 frames (server/jobs/video.ts drives the whole video through these calls).
+    const ac = new AbortController()
+    const timer = setTimeout(() => ac.abort(), task.timeoutMs)
+    try {
+      const a = engine()
+      const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
+      const r = await a.enhanceFrames(input, { model: task.model, width: task.width, height: task.height, count: task.count }, ac.signal)
+      const data = new Uint8Array(r.data.buffer, r.data.byteOffset, r.data.byteLength)
+      const out = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice()
+      return Piscina.move({ ok: true, data: out, width: r.width, height: r.height })
+    } catch (e) {
+      if (ac.signal.aborted) return { ok: false, error_code: 'timeout', message: `frame batch exceeded ${task.timeoutMs} ms` }
+      return failure(e)
+    } finally {
+      clearTimeout(timer)
+    }
+  }
   return { ok: false, error_code: 'invalid_argument', message: `unknown op ${task.op}` }
 }

@@ -6,6 +6,10 @@ export type EngineOutcome =
   | { ok: true; data: Uint8Array; width: number; height: number; format: string; ms: number }
   | { ok: false; error_code: string; message: string }
 
+export type FramesOutcome =
+  | { ok: true; data: Uint8Array; width: number; height: number }
+  | { ok: false; error_code: string; message: string }
+
 export interface EnhanceTask { model: string; format: string; exif?: boolean; dpi?: number | null }
 
 export class EnginePool {
@@ -41,6 +45,14 @@ export class EnginePool {
     } finally {
       port1.close()
     }
+  }
+
+  /** Video: `count` packed RGB24 frames through a video catalog model (engine enhanceFrames). The frame
+   *  buffer is transferred to the worker (it must own its ArrayBuffer; it is unusable afterwards). */
+  async enhanceFrames(frames: Buffer, t: { model: string; width: number; height: number; count: number }, timeoutMs: number): Promise<FramesOutcome> {
+    const owned = frames.byteOffset === 0 && frames.byteLength === frames.buffer.byteLength
+    const bytes = owned ? new Uint8Array(frames.buffer, 0, frames.byteLength) : new Uint8Array(frames)
+    return this.pool.run({ op: 'frames', input: bytes, timeoutMs, ...t }, { transferList: [bytes.buffer as ArrayBuffer] })
   }
 
   async close(): Promise<void> {
