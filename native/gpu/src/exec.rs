@@ -776,7 +776,9 @@ impl Prep {
                                 bail!(Code::InvalidArgument, "input tensor's shape does not match its data");
                             }
                             let b = rec.alloc_blob(t, s, &mut self.pool, ctx)?;
-                            rec.uploads.push((b, to_bytes(&tensor.data, f16)));
+                            let mut bytes = to_bytes(&tensor.data, f16);
+                            bytes.resize(bytes.len().div_ceil(4) * 4, 0);
+                            rec.uploads.push((b, bytes));
                         }
                     }
                     Op::Split | Op::Noop => {
@@ -956,7 +958,7 @@ impl Prep {
                         let s = ins[0];
                         let (hw, w1) = (s.h * s.w, 1usize);
                         let (os, src) = match (s.dims, order_type) {
-                            (_, 0) => (s, [hw, s.w, w1]),
+                            (1, _) | (_, 0) => (s, [hw, s.w, w1]),
                             (2, 1) => (Shape { dims: 2, c: 1, h: s.w, w: s.h }, [0, w1, s.w]),
                             (3, 1) => (Shape::d3(s.c, s.w, s.h), [hw, w1, s.w]),
                             (3, 2) => (Shape::d3(s.h, s.c, s.w), [s.w, hw, w1]),
@@ -1010,9 +1012,11 @@ impl Prep {
                             g.pl as u32,
                             (pl.kind == PoolKind::Avg) as u32,
                             g.include_pad as u32,
-                            g.hi_y as u32,
-                            g.hi_x as u32,
+                            g.hi_y as i32 as u32,
+                            g.hi_x as i32 as u32,
                             g.adaptive as u32,
+                            g.lo_y as i32 as u32,
+                            g.lo_x as i32 as u32,
                         ];
                         let pipe = ctx.pipeline(&pk("pool"), || kernels::pool(f16))?;
                         rec.ew(pipe, vec![x, out], &p, n)?;
@@ -1077,8 +1081,8 @@ pub(crate) fn broadcast(a: Shape, b: Shape, lname: &str) -> Result<(Shape, [usiz
             return [s.c, s.h, s.w];
         }
         match (s.dims, big.dims) {
-            (1, 3) if s.w == big.c && s.w != 1 && s.w != big.w => [s.w, 1, 1],
-            (1, 2) if s.w == big.h && s.w != 1 && s.w != big.w => [1, s.w, 1],
+            (1, 3) if s.w == big.c && s.w != 1 => [s.w, 1, 1],
+            (1, 2) if s.w == big.h && s.w != 1 => [1, s.w, 1],
             (1, _) => [1, 1, s.w],
             (2, 3) => [1, s.h, s.w],
             _ => [s.c, s.h, s.w],
@@ -1147,23 +1151,14 @@ pub(crate) fn deconv_shape(c: &Conv, s: Shape) -> (Shape, usize, usize) {
 
 fn reshape_shape(s: Shape, w: i32, h: i32, c: i32, lname: &str) -> Result<Shape> {
     let total = s.len();
-    let (dims, mut v) = if h == -233 {
-        (1u8, vec![w])
-    } else if c == -233 {
-        (2, vec![h, w])
+    let keep = |v: i32, from: usize| if v == 0 { from as i32 } else { v };
+    let (dims, mut v) = if c != -233 {
+        (3u8, vec![keep(c, s.c), keep(h, s.h), keep(w, s.w)])
+    } else if h != -233 {
+        (2, vec![keep(h, s.h), keep(w, s.w)])
     } else {
-        (3, vec![c, h, w])
+        (1, vec![keep(w, s.w)])
     };
-    let orig = match dims {
-        1 => vec![s.w],
-        2 => vec![s.h, s.w],
-        _ => vec![s.c, s.h, s.w],
-    };
-    for (i, x) in v.iter_mut().enumerate() {
-        if *x == 0 {
-            *x = *orig.get(i).unwrap_or(&1) as i32;
-        }
-    }
     let known: usize = v.iter().filter(|&&x| x > 0).map(|&x| x as usize).product();
     if let Some(i) = v.iter().position(|&x| x < 0) {
         if known == 0 || total % known != 0 {
@@ -1251,27 +1246,41 @@ pub(crate) fn crop_region(cr: &lucent_core::ncnn::Crop, s: Shape, refs: Option<S
     let size = [s.c as i64, s.h as i64, s.w as i64];
     let mut off = [0i64; 3];
     let mut len = size;
-    if !cr.starts.is_empty() {
-        let axes: Vec<i32> = if cr.axes.is_empty() { (0..cr.starts.len() as i32).collect() } else { cr.axes.clone() };
-        for (i, &ax) in axes.iter().enumerate() {
+    if let Some(r) = refs {
+        off[2] = cr.woffset as i64;
+        len[2] = r.w as i64;
+        if d >= 2 {
+            off[1] = cr.hoffset as i64;
+            len[1] = r.h as i64;
+        }
+        if d == 3 {
+            off[0] = cr.coffset as i64;
+            len[0] = if r.dims == 3 { r.c as i64 } else { size[0] };
+        }
+    } else if !cr.starts.is_empty() && !cr.ends.is_empty() {
+        let n = if cr.axes.is_empty() { d as usize } else { cr.axes.len() };
+        if cr.starts.len() < n || cr.ends.len() < n {
+            bail!(Code::ModelInvalid, "layer {lname}: crop has fewer starts/ends than axes");
+        }
+        for i in 0..n {
+            let ax = if cr.axes.is_empty() { i as i32 } else { cr.axes[i] };
             let ax = if ax < 0 { ax + d } else { ax };
             if ax < 0 || ax >= d {
                 bail!(Code::ModelInvalid, "layer {lname}: crop axis out of range");
             }
             let pos = (3 - d + ax) as usize;
             let n = size[pos];
-            let mut st = cr.starts.get(i).copied().unwrap_or(0) as i64;
-            let mut en = cr.ends.get(i).copied().unwrap_or(i32::MAX) as i64;
-            if st < 0 {
-                st += n;
+            let mut st = cr.starts[i] as i64;
+            let mut en = cr.ends[i] as i64;
+            if st == -233 {
+                st = 0;
             }
-            if en < 0 {
-                en += n;
+            if en == -233 {
+                en = n;
             }
-            st = st.clamp(0, n);
-            en = en.clamp(st, n);
-            off[pos] = st;
-            len[pos] = en - st;
+            let o = if st >= 0 { st } else { n + st };
+            off[pos] = o;
+            len[pos] = n.min(if en > 0 { en } else { n + en }) - o;
         }
     } else {
         let o = [cr.coffset as i64, cr.hoffset as i64, cr.woffset as i64];
@@ -1279,15 +1288,10 @@ pub(crate) fn crop_region(cr: &lucent_core::ncnn::Crop, s: Shape, refs: Option<S
         let want = [cr.outc as i64, cr.outh as i64, cr.outw as i64];
         for pos in (3 - d as usize)..3 {
             off[pos] = o[pos];
-            len[pos] = if let Some(r) = refs {
-                [r.c as i64, r.h as i64, r.w as i64][pos]
-            } else if want[pos] == -233 {
-                size[pos] - o[pos]
-            } else if want[pos] <= 0 {
-                size[pos] - o[pos] - o2[pos]
-            } else {
-                want[pos]
-            };
+            len[pos] = size[pos] - o[pos] - o2[pos];
+            if want[pos] != -233 && want[pos] > 0 {
+                len[pos] = len[pos].min(want[pos]);
+            }
         }
     }
     for i in 0..3 {
@@ -1310,8 +1314,10 @@ pub(crate) struct PoolGeom {
     pub pt: usize,
     pub pl: usize,
     pub include_pad: bool,
-    pub hi_y: usize,
-    pub hi_x: usize,
+    pub hi_y: i64,
+    pub hi_x: i64,
+    pub lo_y: i64,
+    pub lo_x: i64,
     pub adaptive: bool,
 }
 
@@ -1331,15 +1337,17 @@ pub(crate) fn pool_geometry(p: &lucent_core::ncnn::Pooling, s: Shape, lname: &st
             pt: 0,
             pl: 0,
             include_pad: false,
-            hi_y: s.h,
-            hi_x: s.w,
+            hi_y: s.h as i64,
+            hi_x: s.w as i64,
+            lo_y: 0,
+            lo_x: 0,
             adaptive: false,
         });
     }
     if p.adaptive {
         let oh = if p.out_h == 0 { s.h } else { p.out_h };
         let ow = if p.out_w == 0 { s.w } else { p.out_w };
-        return Ok(PoolGeom { out: Shape::d3(s.c, oh, ow), oh, ow, kh: 0, kw: 0, sh: 1, sw: 1, pt: 0, pl: 0, include_pad: false, hi_y: s.h, hi_x: s.w, adaptive: true });
+        return Ok(PoolGeom { out: Shape::d3(s.c, oh, ow), oh, ow, kh: 0, kw: 0, sh: 1, sw: 1, pt: 0, pl: 0, include_pad: false, hi_y: s.h as i64, hi_x: s.w as i64, lo_y: 0, lo_x: 0, adaptive: true });
     }
     let (kw, kh, sw, sh) = (p.kernel_w, p.kernel_h, p.stride_w.max(1), p.stride_h.max(1));
     let (mut pl, mut pr, mut pt, mut pb) = (p.pad_left, p.pad_right, p.pad_top, p.pad_bottom);
@@ -1366,7 +1374,8 @@ pub(crate) fn pool_geometry(p: &lucent_core::ncnn::Pooling, s: Shape, lname: &st
         }
         _ => {}
     }
-    let (opr, opb) = if p.pad_mode == 0 { (opr, opb) } else { (pr, pb) };
+    let tail_h = if p.pad_mode == 0 { pb - opb } else { 0 };
+    let tail_w = if p.pad_mode == 0 { pr - opr } else { 0 };
     if s.w + pl + pr < kw || s.h + pt + pb < kh {
         bail!(Code::ModelInvalid, "layer {lname}: pooling window larger than the input");
     }
@@ -1383,8 +1392,10 @@ pub(crate) fn pool_geometry(p: &lucent_core::ncnn::Pooling, s: Shape, lname: &st
         pt,
         pl,
         include_pad: p.count_include_pad,
-        hi_y: s.h + opb,
-        hi_x: s.w + opr,
+        hi_y: (s.h + pb) as i64 - (p.pad_bottom + tail_h) as i64,
+        hi_x: (s.w + pr) as i64 - (p.pad_right + tail_w) as i64,
+        lo_y: p.pad_top as i64 - pt as i64,
+        lo_x: p.pad_left as i64 - pl as i64,
         adaptive: false,
     })
 }

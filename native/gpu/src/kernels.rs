@@ -487,7 +487,7 @@ pub fn copy3(f16: bool) -> String {
 
 /// Params: 0 n, 1 C, 2 in_h, 3 in_w, 4 out_h, 5 out_w, 6 kh, 7 kw, 8 sh, 9 sw, 10 pad_top,
 /// 11 pad_left, 12 kind (0 max, 1 avg), 13 count_include_pad, 14/15 bottom/right limit of the
-/// counted area (in_h + pad_bottom, in_w + pad_right), 16 adaptive.
+/// area counted when excluding pads (exclusive), 16 adaptive, 17/18 its top/left (i32).
 pub fn pool(f16: bool) -> String {
     let mut s = header(f16);
     s.push_str(
@@ -531,8 +531,14 @@ pub fn pool(f16: bool) -> String {
     var o = mx;
     if (P[12] == 1u) {
         var cnt = f32((yb - ya) * (xb - xa));
-        if (P[13] != 0u && P[16] == 0u) {
-            cnt = f32((min(y1, i32(P[14])) - y0) * (min(x1, i32(P[15])) - x0));
+        if (P[16] == 0u) {
+            if (P[13] != 0u) {
+                cnt = f32(P[6] * P[7]);
+            } else {
+                let cy = max(min(y1, i32(P[14])) - max(y0, i32(P[17])), 0);
+                let cx = max(min(x1, i32(P[15])) - max(x0, i32(P[18])), 0);
+                cnt = f32(cy * cx);
+            }
         }
         o = sum / max(cnt, 1.0);
     }
