@@ -8,7 +8,7 @@
  * | DATA_DIR                   | ./data                | SQLite database (lucent.db), media objects (objects/), server secret (secret) |
  * | LUCENT_PUBLIC_URL          | http://127.0.0.1:PORT | Base of res_url / original_url / access_url / upload_url |
  * | LUCENT_FETCH_ALLOW         | (empty)               | Comma list of hosts/IPs that may be fetched although private (local testing) |
- * | LUCENT_MODEL_DIR           | ./models              | Model directory (tests/CI: ../shared/models) |
+ * | LUCENT_MODEL_DIR           | $DATA_DIR/models      | Model directory (`lucent models fetch` fills it; tests/CI: ../shared/models) |
  * | LUCENT_WORKERS             | 1                     | Worker pool size = number of jobs processed at once |
  * | LUCENT_ENGINE_THREADS      | (all cores)           | CPU backend threads per engine (passed to init) |
  * | LUCENT_RATE_BURST          | 20                    | Token bucket size per key (requests) |
@@ -72,7 +72,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     publicUrl: (publicUrlEnv || `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`).replace(/\/+$/, ''),
     publicUrlFromEnv: !!publicUrlEnv,
     fetchAllow: (env.LUCENT_FETCH_ALLOW || '').split(',').map((s) => s.trim()).filter(Boolean),
-    modelDir: path.resolve(env.LUCENT_MODEL_DIR || './models'),
+    modelDir: path.resolve(env.LUCENT_MODEL_DIR || path.join(env.DATA_DIR || './data', 'models')),
     workers: int(env, 'LUCENT_WORKERS', 1, 1),
     engineThreads: env.LUCENT_ENGINE_THREADS ? int(env, 'LUCENT_ENGINE_THREADS', os.availableParallelism(), 1) : undefined,
     rateBurst: int(env, 'LUCENT_RATE_BURST', 20, 1),

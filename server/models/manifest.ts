@@ -30,9 +30,10 @@ export function defaultManifestPath(): string {
   return process.env.LUCENT_MODEL_MANIFEST || path.join(MODELS_META_DIR, 'manifest.tsv')
 }
 
-/** Model directory: explicit value, else $LUCENT_MODEL_DIR, else ./data/models (relative to the cwd). */
+/** Model directory: explicit value, else $LUCENT_MODEL_DIR, else $DATA_DIR/models (default ./data/models),
+ *  the same rule as server/config.ts. */
 export function resolveModelDir(explicit?: string): string {
-  return path.resolve(explicit || process.env.LUCENT_MODEL_DIR || 'data/models')
+  return path.resolve(explicit || process.env.LUCENT_MODEL_DIR || path.join(process.env.DATA_DIR || 'data', 'models'))
 }
 
 export function parseSource(text: string): Source {
