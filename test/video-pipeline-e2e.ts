@@ -11,19 +11,25 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { execFileSync, spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
 import type { FastifyInstance } from 'fastify'
 import { inspect, audioHash } from '../server/video/inspect.js'
 import { probeTimestamps } from '../server/video/probe.js'
 import { VIDEO_MODELS } from '../server/catalog.js'
-import { build, createKey, balance, post, inputServer, addonBuilt, sharedData, tempDir, waitFor } from './helper.js'
+import { build, createKey, balance, post, inputServer, addonBuilt, repoRoot, sharedData, tempDir, waitFor } from './helper.js'
 
 const hasFfmpeg = spawnSync('ffprobe', ['-version']).status === 0 && spawnSync('ffmpeg', ['-version']).status === 0
 const hasMkvmerge = spawnSync('mkvmerge', ['--version']).status === 0
 const demo = path.join(sharedData, 'video', 'onepiece_demo.mp4')
 const ff = (...a: string[]) => execFileSync('ffmpeg', ['-v', 'error', '-y', ...a])
 const skip = !addonBuilt ? 'native/node/index.js not built yet (npm run build:native)' : !hasFfmpeg ? 'ffmpeg/ffprobe not installed' : false
-/** Catalog names the engine implements (native/engine/src/catalog.rs): these must complete. */
+/** Names the engine implements must complete: general_restore_* always (native/engine/src/catalog.rs), and
+ *  every video entry the built addon's catalog marks available. */
 const MUST_COMPLETE = new Set(['general_restore_1x', 'general_restore_2x', 'general_restore_4x'])
+if (addonBuilt) {
+  const addon = createRequire(import.meta.url)(path.join(repoRoot, 'native/node')) as { catalog(): Array<{ name: string; kind: string; available?: boolean }> }
+  for (const c of addon.catalog()) if (c.kind === 'video' && c.available) MUST_COMPLETE.add(c.name)
+}
 
 type Status = { status: string; progress: number; res_url?: string; error_code?: number; message?: string }
 

@@ -104,6 +104,11 @@ export function fitFilter(target: [number, number]): string {
   )
 }
 
+/** The fit filter, or nothing but the SAR reset when the frames already have the encoded size. */
+function fitFor(size: [number, number], frameW: number, frameH: number): string {
+  return frameW === size[0] && frameH === size[1] ? 'setsar=1' : fitFilter(size)
+}
+
 /** Whether the VFR timestamp restoration applies to this container. */
 export function keepsVfr(container: string): boolean {
   return container !== 'avi' && container !== 'gif'
@@ -151,18 +156,18 @@ function encoderArgs(o: TranscodeOptions, frameW: number, frameH: number): strin
   const size = encodedSize(o.target, o.container)
   const args = [...BASE, ...rawInput(o, frameW, frameH, true), '-i', o.input, '-map', '0:v:0']
   if (o.container === 'gif') {
-    args.push('-filter_complex', `[0:v]${fitFilter(size)},split[a][b];[a]palettegen=stats_mode=single[p];[b][p]paletteuse=new=1`)
+    args.push('-filter_complex', `[0:v]${fitFor(size, frameW, frameH)},split[a][b];[a]palettegen=stats_mode=single[p];[b][p]paletteuse=new=1`)
     args.push('-map_metadata', '1', '-f', 'gif', o.output)
     return args
   }
-  args.push('-vf', fitFilter(size), ...videoCodecArgs(o), ...passthroughArgs(o, 1), '-f', MUXER[o.container] ?? o.container, o.output)
+  args.push('-vf', fitFor(size, frameW, frameH), ...videoCodecArgs(o), ...passthroughArgs(o, 1), '-f', MUXER[o.container] ?? o.container, o.output)
   return args
 }
 
 /** VFR step 1: frames -> fitted, encoded, video-only Matroska (constant-rate stamps, fixed below). */
 function vfrEncoderArgs(o: TranscodeOptions, frameW: number, frameH: number, file: string): string[] {
   const size = encodedSize(o.target, o.container)
-  return [...BASE, ...rawInput(o, frameW, frameH, false), '-map', '0:v:0', '-vf', fitFilter(size), ...videoCodecArgs(o), '-f', 'matroska', file]
+  return [...BASE, ...rawInput(o, frameW, frameH, false), '-map', '0:v:0', '-vf', fitFor(size, frameW, frameH), ...videoCodecArgs(o), '-f', 'matroska', file]
 }
 
 function decoderArgs(input: string): string[] {
