@@ -23,6 +23,7 @@ export interface EngineOptions {
   backend?: 'auto' | 'gpu' | 'cpu' // default: env LUCENT_BACKEND or 'auto'
   adapter?: string                 // substring of the wgpu adapter name to prefer (env LUCENT_ADAPTER)
   threads?: number                 // CPU backend threads (default: all cores)
+  tile?: number                    // force a tile side in input px (tests/benchmarks; default: backend's max)
 }
 
 export interface EngineInfo {
@@ -38,6 +39,9 @@ export interface CatalogEntry {
   category: 'enhance' | 'generative'
   networks: string[]               // model files relative to modelDir, e.g. 'sr/realesr-general-x4v3'
   description: string
+  available: boolean               // false: listed by the API but not runnable here (-> unknown_model)
+  reason?: string                  // why not available
+  pipeline: string                 // 'tiled_sr' | 'unavailable'
 }
 
 export interface ProbeResult { format: string; width: number; height: number; channels: number; bitDepth: number }
@@ -47,9 +51,13 @@ export interface EnhanceOptions {
   format: string                   // output format / extension, with or without the dot ('png', '.jpg')
   exif?: boolean                   // keep EXIF (default false)
   dpi?: number                     // write this DPI (ignored for generative models); default keep input's
+  quality?: number                 // jpeg/heif quality 1..100 (default 90)
 }
 
-export interface EnhanceResult { data: Buffer; width: number; height: number; format: string; ms: number }
+export interface EnhanceResult {
+  data: Buffer; width: number; height: number; format: string; ms: number
+  decodeMs: number; runMs: number; encodeMs: number  // parts of ms
+}
 
 /** Initialise the process-wide engine (idempotent: later calls return the same engine's info). */
 export function init(opts: EngineOptions): EngineInfo
