@@ -22,6 +22,7 @@ struct HeifWriter {
 type heif_item_id = u32;
 
 const COMPRESSION_HEVC: c_int = 1;
+const HEIF_PRESET: &str = "ultrafast";
 const COLORSPACE_RGB: c_int = 1;
 const CHROMA_RGB: c_int = 10;
 const CHROMA_RGBA: c_int = 11;
@@ -60,6 +61,7 @@ extern "C" {
     fn heif_have_decoder_for_format(format: c_int) -> c_int;
     fn heif_context_get_encoder_for_format(ctx: *mut c_void, format: c_int, out: *mut *mut c_void) -> HeifError;
     fn heif_encoder_release(enc: *mut c_void);
+    fn heif_encoder_set_parameter_string(enc: *mut c_void, name: *const c_char, value: *const c_char) -> HeifError;
     fn heif_encoder_set_lossy_quality(enc: *mut c_void, q: c_int) -> HeifError;
     fn heif_context_encode_image(ctx: *mut c_void, img: *const c_void, enc: *mut c_void, opts: *const c_void, out: *mut *mut c_void) -> HeifError;
     fn heif_context_add_exif_metadata(ctx: *mut c_void, h: *const c_void, data: *const c_void, size: c_int) -> HeifError;
@@ -285,6 +287,12 @@ pub(crate) fn encode(w: u32, h: u32, channels: u8, rgb: &[u8], quality: u8, exif
     }
     let enc = Enc(enc);
     check(unsafe { heif_encoder_set_lossy_quality(enc.0, quality.clamp(1, 100) as c_int) }, "HEIF quality", enc_err)?;
+    // x265's default preset in libheif ("slow") takes ~5 s per megapixel on two cores; "ultrafast" is
+    // about 5x quicker; on a 1024x768 test image PSNR was 51.5 vs 52.0 dB for "veryfast". LUCENT_HEIF_PRESET overrides it.
+    let preset = std::env::var("LUCENT_HEIF_PRESET").ok().filter(|p| p.bytes().all(|c| c.is_ascii_lowercase())).unwrap_or_else(|| HEIF_PRESET.to_string());
+    let preset = std::ffi::CString::new(preset).unwrap_or_else(|_| c"fast".to_owned());
+    // A preset the plugin does not know is not fatal: the encoder keeps its default.
+    let _ = unsafe { heif_encoder_set_parameter_string(enc.0, c"preset".as_ptr(), preset.as_ptr()) };
     let chroma = if channels == 4 { CHROMA_RGBA } else { CHROMA_RGB };
     let mut img = ptr::null_mut();
     check(unsafe { heif_image_create(w as c_int, h as c_int, COLORSPACE_RGB, chroma, &mut img) }, "HEIF image", enc_err)?;

@@ -569,7 +569,7 @@ fn encode_inner(img: &Image, format: Format, opts: &EncodeOptions) -> Result<Vec
         Format::Png => {
             use image::codecs::png::{CompressionType, FilterType, PngEncoder};
             use image::ImageEncoder;
-            let mut enc = PngEncoder::new_with_quality(&mut out, CompressionType::Default, FilterType::Adaptive);
+            let mut enc = PngEncoder::new_with_quality(&mut out, CompressionType::Level(3), FilterType::Adaptive);
             if let Some(icc) = icc {
                 let _ = enc.set_icc_profile(icc.to_vec());
             }

@@ -94,6 +94,24 @@ fn probe_png(b: &[u8]) -> Result<Probe, CodecError> {
     if !matches!(depth, 1 | 2 | 4 | 8 | 16) {
         return Err(err("bad PNG bit depth"));
     }
+    // A tRNS chunk (before IDAT) makes the decoder add an alpha channel.
+    let mut channels = channels;
+    let mut p = 8usize;
+    while p + 12 <= b.len() {
+        let len = be32(&b[p..]) as usize;
+        let ty = &b[p + 4..p + 8];
+        if ty == b"IDAT" {
+            break;
+        }
+        if ty == b"tRNS" && (ct == 0 || ct == 2 || ct == 3) {
+            channels += 1;
+            break;
+        }
+        p = match p.checked_add(12 + len) {
+            Some(n) => n,
+            None => break,
+        };
+    }
     Ok(Probe { format: Format::Png, width: w, height: h, channels, bit_depth: if depth == 16 { 16 } else { 8 } })
 }
 

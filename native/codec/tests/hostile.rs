@@ -356,3 +356,38 @@ fn encode_rejects_inconsistent_images() {
         CodecErrorCode::EncodeFailed
     );
 }
+
+#[test]
+fn png_transparency_chunk_probe_matches_decode() {
+    // 3x2 palette image (8-bit indices) with a tRNS chunk, and a gray image with tRNS.
+    let raw = [0u8, 0, 1, 2, 0, 2, 1, 0];
+    let z = miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6);
+    let mut b = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = 3u32.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&2u32.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 3, 0, 0, 0]);
+    b.extend(png_chunk(b"IHDR", &ihdr));
+    b.extend(png_chunk(b"PLTE", &[255, 0, 0, 0, 255, 0, 0, 0, 255]));
+    b.extend(png_chunk(b"tRNS", &[0, 128]));
+    b.extend(png_chunk(b"IDAT", &z));
+    b.extend(png_chunk(b"IEND", &[]));
+    let p = probe(&b).unwrap();
+    let img = decode(&b, &Limits::default()).unwrap();
+    assert_eq!((p.channels, img.channels), (4, 4));
+    assert_eq!(img.data, Pixels::U8(vec![255, 0, 0, 0, 0, 255, 0, 128, 0, 0, 255, 255, 0, 0, 255, 255, 0, 255, 0, 128, 255, 0, 0, 0]));
+
+    let raw = [0u8, 10, 20, 30, 0, 40, 50, 60];
+    let z = miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6);
+    let mut b = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = 3u32.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&2u32.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    b.extend(png_chunk(b"IHDR", &ihdr));
+    b.extend(png_chunk(b"tRNS", &[0, 20]));
+    b.extend(png_chunk(b"IDAT", &z));
+    b.extend(png_chunk(b"IEND", &[]));
+    let p = probe(&b).unwrap();
+    let img = decode(&b, &Limits::default()).unwrap();
+    assert_eq!((p.channels, img.channels), (2, 2));
+    assert_eq!(img.data, Pixels::U8(vec![10, 255, 20, 0, 30, 255, 40, 255, 50, 255, 60, 255]));
+}
