@@ -302,7 +302,7 @@ fn seeded_mutation_fuzz() {
     let lim = Limits { max_pixels: 4_000_000, max_alloc_bytes: 64 << 20 };
     let files = sample_files();
     let mut rng = Rng(0xC0DE_C0DE_1234_5678);
-    let deadline = Instant::now() + Duration::from_secs(4);
+    let deadline = Instant::now() + Duration::from_millis(2500);
     let mut runs = 0;
     while Instant::now() < deadline && runs < 3000 {
         let (name, src) = &files[rng.below(files.len())];
