@@ -73,9 +73,16 @@ export default async function run(task) {
       const a = engine()
       const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
       const r = await a.enhanceFrames(input, { model: task.model, width: task.width, height: task.height, count: task.count }, ac.signal)
-      const data = new Uint8Array(r.data.buffer, r.data.byteOffset, r.data.byteLength)
-      const out = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice()
-      return Piscina.move({ ok: true, data: out, width: r.width, height: r.height })
+      // The addon's buffer is external memory, which cannot be transferred: one copy into a JS-owned
+      // buffer, which then moves to the main thread without another copy.
+      const out = new Uint8Array(r.data.byteLength)
+      out.set(r.data)
+      // Piscina.move on a plain object would try to transfer the object itself: a Transferable wrapper
+      // sends the result object with only the frame buffer in the transfer list.
+      return Piscina.move({
+        [Piscina.transferableSymbol]: out.buffer,
+        [Piscina.valueSymbol]: { ok: true, data: out, width: r.width, height: r.height },
+      })
     } catch (e) {
       if (ac.signal.aborted) return { ok: false, error_code: 'timeout', message: `frame batch exceeded ${task.timeoutMs} ms` }
       return failure(e)
