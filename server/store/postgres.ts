@@ -1,0 +1,316 @@
+/**
+ * Store on PostgreSQL (node-postgres pool). Same interface and semantics as the SQLite store (sqlite.ts), safe
+ * with many gateways and workers sharing one database:
+ * - debits lock the key row (SELECT ... FOR UPDATE) inside one transaction, and `keys.coins >= 0` is a CHECK:
+ *   a balance never goes negative however many processes debit at once;
+ * - state transitions are conditional updates (`WHERE status = 'CONVERTING'`), so a job completes or fails once;
+ * - a refund flips `jobs.refunded` and writes its ledger row in one transaction; a unique (job_id, kind) index on
+ *   the ledger makes a second refund (or debit) of the same job impossible even across processes.
+ * Migrations run on open (PgStore.open), serialised across processes with an advisory lock.
+ */
+import pg from 'pg'
+import type { ApiKey, DebitResult, Job, JobStatus, JobStatusRow, LedgerEntry, NewJob, Store } from './types.js'
+
+/** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
+const MIGRATIONS: string[] = [
+  `
+  CREATE TABLE keys (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    coins BIGINT NOT NULL CHECK (coins >= 0),
+    trial_total INTEGER NOT NULL DEFAULT 0,
+    trial_left INTEGER NOT NULL DEFAULT 0 CHECK (trial_left >= 0),
+    expires_at BIGINT,
+    rate DOUBLE PRECISION,
+    revoked BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at BIGINT NOT NULL
+  );
+  CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL REFERENCES keys(id),
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    params JSONB NOT NULL,
+    status TEXT NOT NULL,
+    progress INTEGER NOT NULL DEFAULT 0,
+    coins BIGINT NOT NULL,
+    trial BOOLEAN NOT NULL DEFAULT FALSE,
+    refunded BOOLEAN NOT NULL DEFAULT FALSE,
+    original_key TEXT NOT NULL,
+    result_key TEXT,
+    error_code INTEGER,
+    error_message TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    completed_at BIGINT
+  );
+  CREATE INDEX jobs_status ON jobs(status, created_at);
+  CREATE TABLE ledger (
+    id BIGSERIAL PRIMARY KEY,
+    key_id TEXT NOT NULL REFERENCES keys(id),
+    job_id TEXT,
+    kind TEXT NOT NULL,
+    delta BIGINT NOT NULL,
+    balance_after BIGINT NOT NULL,
+    at BIGINT NOT NULL
+  );
+  CREATE INDEX ledger_key ON ledger(key_id, id);
+  CREATE UNIQUE INDEX ledger_once_per_job ON ledger(job_id, kind) WHERE kind IN ('refund', 'trial_refund', 'debit', 'trial');
+  `,
+]
+
+const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
+
+interface KeyRow { id: string; hash: string; coins: number; trial_total: number; trial_left: number; expires_at: number | null; rate: number | null; revoked: boolean; created_at: number }
+interface JobRow {
+  id: string; key_id: string; kind: 'photo' | 'video'; model: string; params: Record<string, unknown>; status: JobStatus; progress: number; coins: number
+  trial: boolean; refunded: boolean; original_key: string; result_key: string | null; error_code: number | null; error_message: string | null
+  attempts: number; created_at: number; updated_at: number; completed_at: number | null
+}
+
+const toKey = (r: KeyRow): ApiKey => ({
+  id: r.id, hash: r.hash, coins: r.coins, trialTotal: r.trial_total, trialLeft: r.trial_left, expiresAt: r.expires_at,
+  rate: r.rate, revoked: r.revoked, createdAt: r.created_at,
+})
+const toJob = (r: JobRow): Job => ({
+  id: r.id, keyId: r.key_id, kind: r.kind, model: r.model, params: r.params, status: r.status, progress: r.progress,
+  coins: r.coins, trial: r.trial, originalKey: r.original_key, resultKey: r.result_key, errorCode: r.error_code,
+  errorMessage: r.error_message, attempts: r.attempts, createdAt: r.created_at, updatedAt: r.updated_at, completedAt: r.completed_at,
+})
+
+// BIGINT (int8) columns hold ms timestamps and coin amounts: well inside 2^53, parse them as numbers.
+// Per-pool type parsers: the process-wide pg.types stay untouched.
+const INT8 = 20
+const typeParser = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8) return (v: string) => (v === null ? null : Number(v))
+    return pg.types.getTypeParser(oid, format as 'text')
+  },
+}
+
+export interface PgStoreOptions {
+  /** Pool size per process (default 10). */
+  max?: number
+  /** Extra pool options (tests). */
+  pool?: pg.PoolConfig
+}
+
+export class PgStore implements Store {
+  readonly pool: pg.Pool
+  private closed = false
+
+  private constructor(url: string, o: PgStoreOptions) {
+    this.pool = new pg.Pool({ connectionString: url, max: o.max ?? 10, types: typeParser as pg.CustomTypesConfig, ...o.pool })
+    // An idle client losing its connection must not crash the process; the pool replaces it.
+    this.pool.on('error', () => {})
+  }
+
+  /** Connects, runs pending migrations (serialised across processes), returns the store. */
+  static async open(url: string, o: PgStoreOptions = {}): Promise<PgStore> {
+    const s = new PgStore(url, o)
+    try {
+      await s.migrate()
+    } catch (e) {
+      await s.pool.end().catch(() => {})
+      throw e
+    }
+    return s
+  }
+
+  private async migrate(): Promise<void> {
+    await this.tx(async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+      await c.query('CREATE TABLE IF NOT EXISTS lucent_schema (version INTEGER NOT NULL)')
+      const r = await c.query<{ version: number }>('SELECT version FROM lucent_schema')
+      let version = r.rows[0]?.version ?? 0
+      if (r.rowCount === 0) await c.query('INSERT INTO lucent_schema (version) VALUES (0)')
+      while (version < MIGRATIONS.length) {
+        await c.query(MIGRATIONS[version])
+        version++
+        await c.query('UPDATE lucent_schema SET version = $1', [version])
+      }
+    })
+  }
+
+  /** Schema version after migrations (for ops/tests). */
+  async schemaVersion(): Promise<number> {
+    return (await this.pool.query<{ version: number }>('SELECT version FROM lucent_schema')).rows[0].version
+  }
+
+  /** Runs `fn` in a transaction (READ COMMITTED + row locks where needed). */
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect()
+    try {
+      await c.query('BEGIN')
+      const out = await fn(c)
+      await c.query('COMMIT')
+      return out
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => {})
+      throw e
+    } finally {
+      c.release()
+    }
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      await this.pool.query('SELECT 1')
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  get open(): boolean { return !this.closed }
+
+  async createKey(k: Parameters<Store['createKey']>[0]): Promise<ApiKey> {
+    return this.tx(async (c) => {
+      const now = Date.now()
+      const r = await c.query<KeyRow>(`INSERT INTO keys (id, hash, coins, trial_total, trial_left, expires_at, rate, created_at)
+        VALUES ($1, $2, $3, $4, $4, $5, $6, $7) RETURNING *`, [k.id, k.hash, k.coins, k.trial, k.expiresAt, k.rate, now])
+      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, NULL, $2, $3, $3, $4)', [k.id, 'grant', k.coins, now])
+      return toKey(r.rows[0])
+    })
+  }
+
+  async keyByHash(hash: string): Promise<ApiKey | null> {
+    const r = await this.pool.query<KeyRow>('SELECT * FROM keys WHERE hash = $1', [hash])
+    return r.rows[0] ? toKey(r.rows[0]) : null
+  }
+
+  async findKey(ref: string): Promise<ApiKey | null> {
+    const exact = await this.pool.query<KeyRow>('SELECT * FROM keys WHERE id = $1', [ref])
+    if (exact.rows[0]) return toKey(exact.rows[0])
+    if (ref.length < 4) return null
+    const r = await this.pool.query<KeyRow>('SELECT * FROM keys WHERE starts_with(id, $1) OR starts_with(hash, $1) LIMIT 2', [ref])
+    return r.rows.length === 1 ? toKey(r.rows[0]) : null
+  }
+
+  async listKeys(): Promise<ApiKey[]> {
+    return (await this.pool.query<KeyRow>('SELECT * FROM keys ORDER BY created_at, id')).rows.map(toKey)
+  }
+
+  async revokeKey(id: string): Promise<boolean> {
+    return ((await this.pool.query('UPDATE keys SET revoked = TRUE WHERE id = $1', [id])).rowCount ?? 0) === 1
+  }
+
+  async topup(id: string, coins: number): Promise<ApiKey | null> {
+    return this.tx(async (c) => {
+      const r = await c.query<KeyRow>('UPDATE keys SET coins = coins + $1 WHERE id = $2 RETURNING *', [coins, id])
+      if (!r.rows[0]) return null
+      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, NULL, $2, $3, $4, $5)',
+        [id, 'topup', coins, r.rows[0].coins, Date.now()])
+      return toKey(r.rows[0])
+    })
+  }
+
+  async debitAndCreateJob(j: NewJob): Promise<DebitResult> {
+    return this.tx(async (c): Promise<DebitResult> => {
+      // The row lock serialises every debit of this key across all gateways until COMMIT.
+      const k = await c.query<{ coins: number; trial_left: number; trial_total: number }>(
+        'SELECT coins, trial_left, trial_total FROM keys WHERE id = $1 FOR UPDATE', [j.keyId])
+      const key = k.rows[0]
+      if (!key) return { ok: false, reason: 'no_key' }
+      const now = Date.now()
+      let trial = false
+      let charged = j.coins
+      let balance: number
+      if (key.trial_left > 0) {
+        const r = await c.query<{ coins: number }>('UPDATE keys SET trial_left = trial_left - 1 WHERE id = $1 AND trial_left > 0 RETURNING coins', [j.keyId])
+        balance = r.rows[0].coins
+        trial = true
+        charged = 0
+      } else {
+        const r = await c.query<{ coins: number }>('UPDATE keys SET coins = coins - $1 WHERE id = $2 AND coins >= $1 RETURNING coins', [j.coins, j.keyId])
+        if (r.rowCount !== 1) return { ok: false, reason: key.trial_total > 0 ? 'trial_exhausted' : 'insufficient' }
+        balance = r.rows[0].coins
+      }
+      const job = await c.query<JobRow>(`INSERT INTO jobs (id, key_id, kind, model, params, status, progress, coins, trial, original_key, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, 'CONVERTING', 0, $6, $7, $8, $9, $9) RETURNING *`,
+      [j.id, j.keyId, j.kind, j.model, JSON.stringify(j.params), charged, trial, j.originalKey, now])
+      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, $2, $3, $4, $5, $6)',
+        [j.keyId, j.id, trial ? 'trial' : 'debit', -charged, balance, now])
+      return { ok: true, job: toJob(job.rows[0]), charged, trial }
+    })
+  }
+
+  async getJob(id: string): Promise<Job | null> {
+    const r = await this.pool.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [id])
+    return r.rows[0] ? toJob(r.rows[0]) : null
+  }
+
+  async jobStatus(id: string): Promise<JobStatusRow | null> {
+    const r = await this.pool.query<JobStatusRow>(`SELECT id, key_id AS "keyId", status, progress, coins, original_key AS "originalKey",
+      result_key AS "resultKey", error_code AS "errorCode", error_message AS "errorMessage", created_at AS "createdAt", completed_at AS "completedAt"
+      FROM jobs WHERE id = $1`, [id])
+    return r.rows[0] ?? null
+  }
+
+  async jobsByStatus(status: JobStatus): Promise<Job[]> {
+    return (await this.pool.query<JobRow>('SELECT * FROM jobs WHERE status = $1 ORDER BY created_at, id', [status])).rows.map(toJob)
+  }
+
+  async startAttempt(id: string): Promise<number> {
+    const r = await this.pool.query<{ attempts: number }>('UPDATE jobs SET attempts = attempts + 1, updated_at = $1 WHERE id = $2 RETURNING attempts', [Date.now(), id])
+    return r.rows[0]?.attempts ?? 0
+  }
+
+  async setProgress(id: string, progress: number): Promise<void> {
+    await this.pool.query("UPDATE jobs SET progress = $1, updated_at = $2 WHERE id = $3 AND status = 'CONVERTING'",
+      [Math.max(0, Math.min(100, Math.round(progress))), Date.now(), id])
+  }
+
+  async completeJob(id: string, resultKey: string): Promise<boolean> {
+    const now = Date.now()
+    const r = await this.pool.query(`UPDATE jobs SET status = 'COMPLETED', progress = 100, result_key = $1, updated_at = $2, completed_at = $2
+      WHERE id = $3 AND status = 'CONVERTING'`, [resultKey, now, id])
+    return r.rowCount === 1
+  }
+
+  private async refundIn(c: pg.PoolClient, jobId: string): Promise<boolean> {
+    const j = await c.query<{ key_id: string; coins: number; trial: boolean }>(
+      'UPDATE jobs SET refunded = TRUE WHERE id = $1 AND NOT refunded RETURNING key_id, coins, trial', [jobId])
+    const job = j.rows[0]
+    if (!job) return false
+    const now = Date.now()
+    if (job.trial) {
+      const k = await c.query<{ coins: number }>('UPDATE keys SET trial_left = trial_left + 1 WHERE id = $1 RETURNING coins', [job.key_id])
+      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, $2, $3, 0, $4, $5)',
+        [job.key_id, jobId, 'trial_refund', k.rows[0].coins, now])
+    } else {
+      const k = await c.query<{ coins: number }>('UPDATE keys SET coins = coins + $1 WHERE id = $2 RETURNING coins', [job.coins, job.key_id])
+      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, $2, $3, $4, $5, $6)',
+        [job.key_id, jobId, 'refund', job.coins, k.rows[0].coins, now])
+    }
+    return true
+  }
+
+  async failJob(id: string, errorCode: number, message: string): Promise<boolean> {
+    return this.tx(async (c) => {
+      const now = Date.now()
+      const r = await c.query(`UPDATE jobs SET status = 'ERROR', error_code = $1, error_message = $2, updated_at = $3, completed_at = $3
+        WHERE id = $4 AND status = 'CONVERTING'`, [errorCode, message, now, id])
+      if (r.rowCount !== 1) return false
+      await this.refundIn(c, id)
+      return true
+    })
+  }
+
+  async refund(jobId: string): Promise<boolean> {
+    return this.tx((c) => this.refundIn(c, jobId))
+  }
+
+  async ledger(keyId: string): Promise<LedgerEntry[]> {
+    const r = await this.pool.query<{ id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+      'SELECT * FROM ledger WHERE key_id = $1 ORDER BY id', [keyId])
+    return r.rows.map((x) => ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at }))
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await this.pool.end()
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * Test access to the scale-out services (Redis, PostgreSQL, S3). Uses LUCENT_REDIS_URL / LUCENT_DATABASE_URL /
+ * LUCENT_S3_* when they are set, else runs scripts/services.sh (idempotent) and reads the env it prints.
+ * In CI (CI=true) a service that cannot start is a test FAILURE; locally the tests skip with the reason.
+ */
+import { execFile } from 'node:child_process'
+import crypto from 'node:crypto'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import pg from 'pg'
+import { repoRoot } from '../helper.js'
+
+export interface ServiceEnv {
+  LUCENT_REDIS_URL: string
+  LUCENT_DATABASE_URL: string
+  LUCENT_S3_ENDPOINT: string
+  LUCENT_S3_BUCKET: string
+  LUCENT_S3_REGION: string
+  LUCENT_S3_ACCESS_KEY_ID: string
+  LUCENT_S3_SECRET_ACCESS_KEY: string
+  LUCENT_S3_FORCE_PATH_STYLE: string
+}
+
+const NAMES: Array<keyof ServiceEnv> = ['LUCENT_REDIS_URL', 'LUCENT_DATABASE_URL', 'LUCENT_S3_ENDPOINT', 'LUCENT_S3_BUCKET', 'LUCENT_S3_REGION',
+  'LUCENT_S3_ACCESS_KEY_ID', 'LUCENT_S3_SECRET_ACCESS_KEY', 'LUCENT_S3_FORCE_PATH_STYLE']
+
+export const inCI = process.env.CI === 'true' || process.env.CI === '1'
+
+let cached: Promise<ServiceEnv | string> | null = null
+
+/** The service env, or a string saying why the services are unavailable. */
+export function serviceEnv(): Promise<ServiceEnv | string> {
+  cached ??= (async () => {
+    if (NAMES.every((n) => process.env[n])) return Object.fromEntries(NAMES.map((n) => [n, process.env[n]!])) as unknown as ServiceEnv
+    try {
+      const { stdout } = await promisify(execFile)(path.join(repoRoot, 'scripts', 'services.sh'), [], { timeout: 240_000 })
+      const env: Record<string, string> = {}
+      for (const m of stdout.matchAll(/^export (\w+)=(.*)$/gm)) env[m[1]] = m[2]
+      const missing = NAMES.filter((n) => !env[n])
+      if (missing.length) return `scripts/services.sh printed no ${missing.join(', ')}`
+      return env as unknown as ServiceEnv
+    } catch (e) {
+      const err = e as { stderr?: string; message?: string }
+      return `scripts/services.sh failed: ${(err.stderr || err.message || String(e)).trim()}`
+    }
+  })()
+  return cached
+}
+
+interface T { fail(msg: string): void; teardown(fn: () => unknown): void }
+
+/** Services for a test: in CI a missing service fails the test, locally it returns the skip reason. */
+export async function requireServices(t: T): Promise<ServiceEnv | { skip: string }> {
+  const env = await serviceEnv()
+  if (typeof env !== 'string') return env
+  if (inCI) t.fail(`scale-out services unavailable in CI: ${env}`)
+  return { skip: env }
+}
+
+/** A fresh, empty PostgreSQL database on the configured server; dropped on teardown. Returns its URL. */
+export async function freshDatabase(t: T, baseUrl: string): Promise<string> {
+  const name = `lucent_t_${crypto.randomBytes(6).toString('hex')}`
+  const admin = new pg.Client({ connectionString: baseUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  t.teardown(async () => {
+    const c = new pg.Client({ connectionString: baseUrl })
+    await c.connect()
+    try {
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    } finally {
+      await c.end()
+    }
+  })
+  const u = new URL(baseUrl)
+  u.pathname = `/${name}`
+  return u.toString()
+}
