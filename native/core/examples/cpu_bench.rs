@@ -1,0 +1,118 @@
+//! CPU backend benchmark peer for the side-by-side with ONNX Runtime (bench/onnx/side-by-side.mjs).
+//!
+//! `cargo run --release -p lucent-core --example cpu_bench -- [--stem sr/realesr-general-x4v3] [--size 276]
+//!  [--threads 2] [--dump DIR] [--runs N | --serve]`
+//!
+//! The input is a deterministic pseudo-random 3 x size x size tensor in 0..1. `--dump DIR` writes it and
+//! our output as raw little-endian f32 (`DIR/<name>.in.f32`, `DIR/<name>.out.f32`) so another engine
+//! can run the same input and compare. `--runs N` times N runs (after one warm-up) and prints each and
+//! the median; `--serve` prints `ready <gflop>` and then runs once per `run` line on stdin, answering
+//! `ms <milliseconds>`, so a driver can alternate us with another engine in one process tree.
+use lucent_core::cpu::CpuBackend;
+use lucent_core::ncnn::{Net, Op};
+use lucent_core::{Backend, Cancel, Tensor};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+/// Direct-convolution FLOPs (2 per MAC) of the net's convs, for SR nets whose convs run at the
+/// input resolution or, after an upsampling Interp/PixelShuffle fed by a conv, the scaled one.
+fn conv_gflop(net: &Net, size: usize) -> f64 {
+    let mut scale2 = 1.0f64;
+    let mut macs = 0.0f64;
+    for l in &net.layers {
+        match &l.op {
+            Op::Conv(c) => macs += c.macs_per_output_pixel() as f64 * (size * size) as f64 * scale2 / (c.stride_w * c.stride_h) as f64,
+            Op::Interp(i)
+                if l.bottoms.len() == 1
+                    && matches!(
+                        net.layers.iter().find(|m| m.tops.contains(&l.bottoms[0])).map(|m| &m.op),
+                        Some(Op::Conv(_)) | Some(Op::ReLU { .. }) | Some(Op::PReLU { .. }) | Some(Op::BinaryOp { .. })
+                    ) =>
+            {
+                scale2 *= (i.height_scale * i.width_scale) as f64
+            }
+            _ => {}
+        }
+    }
+    2.0 * macs / 1e9
+}
+
+fn write_f32(path: &PathBuf, data: &[f32]) {
+    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models");
+    let stem = arg(&args, "--stem").unwrap_or_else(|| "sr/realesr-general-x4v3".into());
+    let size: usize = arg(&args, "--size").and_then(|s| s.parse().ok()).unwrap_or(276);
+    let threads: Option<usize> = arg(&args, "--threads").and_then(|s| s.parse().ok());
+    let runs: usize = arg(&args, "--runs").and_then(|s| s.parse().ok()).unwrap_or(3);
+    let serve = args.iter().any(|a| a == "--serve");
+    let net = Arc::new(Net::load_stem(&models.join(&stem)).expect("load model"));
+    let be = CpuBackend::new(threads);
+    let prepared = be.prepare(net.clone()).expect("prepare");
+    let inb = net.input_blobs()[0];
+    let outb = net.output_blobs()[0];
+    let mut seed = 12345u64;
+    let data: Vec<f32> = (0..3 * size * size)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect();
+    let x = Tensor::from_vec(3, size, size, data);
+    let gflop = conv_gflop(&net, size);
+    let once = || {
+        let t = Instant::now();
+        let o = prepared.run(&[(inb, &x)], &[outb], &Cancel::new()).expect("run");
+        (t.elapsed().as_secs_f64() * 1e3, o.into_iter().next().expect("one output"))
+    };
+    // Warm-up (also the run whose output is dumped).
+    let (_, out) = once();
+    if let Some(dir) = arg(&args, "--dump") {
+        let name = stem.rsplit('/').next().unwrap_or(&stem);
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("create dump dir");
+        write_f32(&dir.join(format!("{name}.{size}.in.f32")), &x.data);
+        write_f32(&dir.join(format!("{name}.{size}.out.f32")), &out.data);
+    }
+    if serve {
+        let stdout = std::io::stdout();
+        writeln!(stdout.lock(), "ready {gflop:.3} {} {} {}", out.c, out.h, out.w).ok();
+        for line in std::io::stdin().lock().lines() {
+            let line = line.unwrap_or_default();
+            match line.trim() {
+                "run" => {
+                    let (ms, _) = once();
+                    writeln!(stdout.lock(), "ms {ms:.3}").ok();
+                }
+                "quit" | "" => break,
+                other => eprintln!("unknown command {other:?}"),
+            }
+        }
+        return;
+    }
+    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| once().0).collect();
+    for t in &times {
+        println!("run: {t:.1} ms");
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    let med = times[times.len() / 2];
+    println!(
+        "{stem} {size}x{size} -> {}x{}x{}, threads {}: median {med:.1} ms of {}, {gflop:.1} GFLOP direct conv, {:.1} GFLOP/s",
+        out.c,
+        out.h,
+        out.w,
+        be.threads(),
+        times.len(),
+        gflop / (med / 1e3)
+    );
+}
