@@ -47,14 +47,15 @@ export function serviceEnv(): Promise<ServiceEnv | string> {
   return cached
 }
 
-interface T { fail(msg: string): void; teardown(fn: () => unknown): void }
+interface T { teardown(fn: () => unknown): void }
 
 /** Services for a test: in CI a missing service fails the test, locally it returns the skip reason. */
 export async function requireServices(t: T): Promise<ServiceEnv | { skip: string }> {
   const env = await serviceEnv()
   if (typeof env !== 'string') return env
-  if (inCI) t.fail(`scale-out services unavailable in CI: ${env}`)
-  return { skip: env }
+  // CI: a missing service is a failure, never a skip
+  if (inCI) throw new Error(`scale-out services unavailable in CI: ${env}`)
+  return { skip: `scale-out services unavailable (locally this skips; CI fails): ${env}` }
 }
 
 /** A fresh, empty PostgreSQL database on the configured server; dropped on teardown. Returns its URL. */

@@ -1,0 +1,117 @@
+/**
+ * Prometheus metrics (prom-client, one registry per app). Each process exposes what it sees at GET /metrics:
+ * - lucent_queue_depth{state}            waiting / active / delayed / failed (shared queue: same on every process)
+ * - lucent_job_duration_seconds{model,status}  run time of jobs this process ran (worker / all roles)
+ * - lucent_jobs_total{model,status}      jobs this process finished (COMPLETED / ERROR / RETRY)
+ * - lucent_workers{backend}              live workers (registry) ; lucent_worker_concurrency / lucent_worker_running
+ * - lucent_worker_utilisation            sum(running) / sum(concurrency) over live workers (0..1)
+ * - lucent_fetch_errors_total{kind}      user URLs that could not be fetched (gateway)
+ * - lucent_coins_debited_total           coins debited at submission (gateway)
+ * - lucent_jobs_submitted_total{kind}    accepted submissions (gateway)
+ * plus prom-client's default process metrics (lucent_process_*, lucent_nodejs_*).
+ */
+import { Registry, Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client'
+import type { Store } from './store/types.js'
+import type { WorkerInfo } from './roles/registry.js'
+
+export interface MetricsSources {
+  queueCounts: () => Promise<{ waiting: number; active: number; delayed?: number; failed?: number }>
+  workers: () => Promise<WorkerInfo[]>
+}
+
+export class Metrics {
+  readonly registry = new Registry()
+  readonly jobDuration: Histogram<'model' | 'status'>
+  readonly jobs: Counter<'model' | 'status'>
+  readonly fetchErrors: Counter<'kind'>
+  readonly coinsDebited: Counter
+  readonly submitted: Counter<'kind'>
+
+  constructor(src: MetricsSources) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry, prefix: 'lucent_' })
+    new Gauge({
+      name: 'lucent_queue_depth', help: 'Jobs in the shared queue by state', labelNames: ['state'], registers,
+      async collect() {
+        const c = await src.queueCounts().catch(() => null)
+        if (!c) return
+        this.set({ state: 'waiting' }, c.waiting)
+        this.set({ state: 'active' }, c.active)
+        this.set({ state: 'delayed' }, c.delayed ?? 0)
+        this.set({ state: 'failed' }, c.failed ?? 0)
+      },
+    })
+    let workersCache: Promise<WorkerInfo[]> | null = null
+    const workers = () => (workersCache ??= src.workers().catch(() => [] as WorkerInfo[]).finally(() => setTimeout(() => { workersCache = null }, 50)))
+    new Gauge({
+      name: 'lucent_workers', help: 'Live workers by engine backend', labelNames: ['backend'], registers,
+      async collect() {
+        this.reset()
+        for (const w of await workers()) this.inc({ backend: w.backend })
+      },
+    })
+    new Gauge({
+      name: 'lucent_worker_concurrency', help: 'Sum of the live workers\' concurrency (job slots)', registers,
+      async collect() { this.set((await workers()).reduce((s, w) => s + w.concurrency, 0)) },
+    })
+    new Gauge({
+      name: 'lucent_worker_running', help: 'Jobs running on live workers', registers,
+      async collect() { this.set((await workers()).reduce((s, w) => s + w.running, 0)) },
+    })
+    new Gauge({
+      name: 'lucent_worker_utilisation', help: 'Busy job slots / all job slots over live workers (0..1)', registers,
+      async collect() {
+        const ws = await workers()
+        const slots = ws.reduce((s, w) => s + w.concurrency, 0)
+        this.set(slots ? ws.reduce((s, w) => s + w.running, 0) / slots : 0)
+      },
+    })
+    this.jobDuration = new Histogram({
+      name: 'lucent_job_duration_seconds', help: 'Job run time on this process by model and outcome', labelNames: ['model', 'status'], registers,
+      buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800],
+    })
+    this.jobs = new Counter({ name: 'lucent_jobs_total', help: 'Jobs finished by this process', labelNames: ['model', 'status'], registers })
+    this.fetchErrors = new Counter({ name: 'lucent_fetch_errors_total', help: 'User URLs that could not be fetched', labelNames: ['kind'], registers })
+    this.coinsDebited = new Counter({ name: 'lucent_coins_debited_total', help: 'Coins debited at submission', registers })
+    this.submitted = new Counter({ name: 'lucent_jobs_submitted_total', help: 'Accepted job submissions', labelNames: ['kind'], registers })
+  }
+
+  /** Wraps a store so that accepted debits count into lucent_coins_debited_total / lucent_jobs_submitted_total. */
+  meter<S extends Store>(store: S): S {
+    const debit = store.debitAndCreateJob.bind(store)
+    store.debitAndCreateJob = async (j) => {
+      const r = await debit(j)
+      if (r.ok) {
+        this.coinsDebited.inc(r.charged)
+        this.submitted.inc({ kind: j.kind })
+      }
+      return r
+    }
+    return store
+  }
+
+  /** Wraps a job runner: time + outcome per model (outcome read back from the store). */
+  timeRunner(store: Store, run: (jobId: string) => Promise<void>): (jobId: string) => Promise<void> {
+    return async (jobId) => {
+      const t0 = process.hrtime.bigint()
+      let threw = false
+      try {
+        await run(jobId)
+      } catch (e) {
+        threw = true
+        throw e
+      } finally {
+        const s = Number(process.hrtime.bigint() - t0) / 1e9
+        const job = await store.getJob(jobId).catch(() => null)
+        if (job) {
+          const status = threw || job.status === 'CONVERTING' ? 'RETRY' : job.status
+          this.jobDuration.observe({ model: job.model, status }, s)
+          this.jobs.inc({ model: job.model, status })
+        }
+      }
+    }
+  }
+
+  text(): Promise<string> { return this.registry.metrics() }
+  get contentType(): string { return this.registry.contentType }
+}

@@ -1,0 +1,68 @@
+/**
+ * Worker registry in Redis: each worker process writes {backend, concurrency, running, heartbeat} into the hash
+ * `<prefix>:workers` every few seconds; gateways read it for /readyz and /metrics. An entry whose heartbeat is
+ * older than `staleMs` is a dead worker (SIGKILL leaves no goodbye) and is dropped by the readers.
+ */
+import os from 'node:os'
+import { Redis } from 'ioredis'
+
+export interface WorkerInfo {
+  id: string
+  host: string
+  pid: number
+  backend: string      // 'gpu' | 'cpu' (engine info), 'starting' before the engine loaded
+  adapter: string
+  concurrency: number
+  running: number
+  startedAt: number
+  heartbeatAt: number
+}
+
+export class WorkerRegistry {
+  readonly redis: Redis
+  private readonly key: string
+  private timer: NodeJS.Timeout | null = null
+  private id: string | null = null
+
+  constructor(redisUrl: string, prefix = 'lucent', private readonly staleMs = 15_000) {
+    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 2, lazyConnect: false })
+    this.redis.on('error', () => {})
+    this.key = `${prefix}:workers`
+  }
+
+  /** Starts heart-beating `info()` every `everyMs` under a new id; returns the id. */
+  async register(info: () => Omit<WorkerInfo, 'id' | 'host' | 'pid' | 'heartbeatAt' | 'startedAt'>, everyMs = 3000): Promise<string> {
+    const id = `${os.hostname()}:${process.pid}`
+    const startedAt = Date.now()
+    this.id = id
+    const beat = () => this.redis.hset(this.key, id, JSON.stringify({ id, host: os.hostname(), pid: process.pid, startedAt, heartbeatAt: Date.now(), ...info() }))
+    await beat()
+    this.timer = setInterval(() => { beat().catch(() => {}) }, everyMs)
+    this.timer.unref()
+    return id
+  }
+
+  /** Live workers (stale entries are removed). */
+  async list(now = Date.now()): Promise<WorkerInfo[]> {
+    const all = await this.redis.hgetall(this.key)
+    const live: WorkerInfo[] = []
+    const dead: string[] = []
+    for (const [id, v] of Object.entries(all)) {
+      try {
+        const w = JSON.parse(v) as WorkerInfo
+        if (now - w.heartbeatAt <= this.staleMs) live.push(w)
+        else dead.push(id)
+      } catch {
+        dead.push(id)
+      }
+    }
+    if (dead.length) await this.redis.hdel(this.key, ...dead).catch(() => 0)
+    return live.sort((a, b) => a.id.localeCompare(b.id))
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    if (this.id) await this.redis.hdel(this.key, this.id).catch(() => 0)
+    this.redis.disconnect()
+  }
+}
