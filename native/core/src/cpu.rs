@@ -8,6 +8,14 @@
 //! rayon pool, so the work scales with cores. Channel concats whose result only feeds
 //! convolutions are never materialised: the conv reads the input planes from the parts. Every
 //! other op uses the plain [`crate::reference`] implementation (all linear-time).
+//!
+//! Convolution algorithms, chosen per layer at prepare time in [`ConvAlgo::choose`]:
+//! - [`winograd`] F(4x4, 3x3) for 3x3 stride-1 dilation-1 ungrouped convs with >= 8 channels in
+//!   and out (4x fewer multiplies; set `LUCENT_CPU_WINOGRAD=0` to turn it off for comparisons);
+//! - depthwise: a direct loop;
+//! - everything else: row-block im2col + GEMM (below).
+
+mod winograd;
 
 use crate::backend::{Backend, BackendInfo, Cancel, Prepared};
 use crate::bail;
@@ -116,6 +124,23 @@ struct Epilogue {
     slope: Option<Vec<f32>>,
 }
 
+/// How a convolution layer runs (decided once, at prepare time).
+enum ConvAlgo {
+    Im2col,
+    Winograd(winograd::Packed),
+}
+
+impl ConvAlgo {
+    fn choose(c: &Conv) -> ConvAlgo {
+        let enabled = std::env::var("LUCENT_CPU_WINOGRAD").map(|v| v != "0").unwrap_or(true);
+        if enabled && winograd::applies(c) {
+            ConvAlgo::Winograd(winograd::pack(c))
+        } else {
+            ConvAlgo::Im2col
+        }
+    }
+}
+
 struct PackedDeconv {
     /// (num_output * kh * kw) x (num_input / group) per group, row-major.
     wt: Vec<f32>,
@@ -128,6 +153,7 @@ pub struct CpuNet {
     fused: Vec<Option<usize>>,
     epilogue: Vec<Option<Epilogue>>,
     deconv: Vec<Option<PackedDeconv>>,
+    algo: Vec<Option<ConvAlgo>>,
     last_use: Vec<Option<usize>>,
 }
 
@@ -144,8 +170,13 @@ impl CpuNet {
         let mut fused = vec![None; nl];
         let mut epilogue = vec![None; nl];
         let mut deconv = Vec::with_capacity(nl);
+        let mut algo = Vec::with_capacity(nl);
         for (li, l) in net.layers.iter().enumerate() {
             let mut packed = None;
+            algo.push(match &l.op {
+                Op::Conv(c) if validate_conv(l, c).is_ok() => Some(ConvAlgo::choose(c)),
+                _ => None,
+            });
             match &l.op {
                 Op::Conv(c) => {
                     validate_conv(l, c)?;
@@ -176,7 +207,7 @@ impl CpuNet {
             deconv.push(packed);
         }
         let last_use = reference::last_uses(&net);
-        Ok(CpuNet { net, pool, fused, epilogue, deconv, last_use })
+        Ok(CpuNet { net, pool, fused, epilogue, deconv, algo, last_use })
     }
 
     fn run_inner(&self, inputs: &[(usize, &Tensor)], outputs: &[usize], cancel: &Cancel) -> Result<Vec<Tensor>> {
@@ -290,7 +321,8 @@ impl CpuNet {
                 let fuse = self.fused[li].filter(|_| !requested[l.tops[0]]);
                 let base = self.epilogue[li].as_ref().expect("conv epilogue");
                 let ep = if fuse.is_some() { base.clone() } else { Epilogue { act: base.act, slope: None } };
-                let out = self.pool.install(|| conv_forward(c, x, &ep))?;
+                let algo = self.algo[li].as_ref().expect("conv algorithm");
+                let out = self.pool.install(|| conv_forward(c, algo, x, &ep))?;
                 let v = Val::T(Arc::new(out));
                 match fuse {
                     Some(j) => Ok((vec![v], Some(j))),
@@ -443,7 +475,7 @@ fn im2col_rows(c: &Conv, planes: &[&[f32]], w: usize, h: usize, pl: usize, pt: u
     }
 }
 
-fn conv_forward(c: &Conv, x: &Val, ep: &Epilogue) -> Result<Tensor> {
+fn conv_forward(c: &Conv, algo: &ConvAlgo, x: &Val, ep: &Epilogue) -> Result<Tensor> {
     let (cin, h, w) = match x.chw() {
         Some(s) => s,
         None => bail!(Code::InvalidArgument, "convolution needs a 3-D input"),
@@ -458,6 +490,10 @@ fn conv_forward(c: &Conv, x: &Val, ep: &Epilogue) -> Result<Tensor> {
     let mut out = Tensor::zeros(c.num_output, oh, ow);
     if c.group == c.num_input && c.group == c.num_output {
         depthwise(c, &planes, w, h, g, &mut out, ep);
+        return Ok(out);
+    }
+    if let ConvAlgo::Winograd(p) = algo {
+        winograd::forward(c, p, &planes, w, h, g, &mut out, ep);
         return Ok(out);
     }
     let (ipg, opg) = (c.in_per_group(), c.out_per_group());
