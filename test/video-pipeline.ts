@@ -94,6 +94,36 @@ t.test('pipeline plumbing', { skip: !hasFfmpeg && 'ffmpeg/ffprobe not installed'
     fs.rmSync(out)
   })
 
+  t.test('subtitles and metadata kept where the container allows', async (t) => {
+    const srt = path.join(dir, 's.srt')
+    fs.writeFileSync(srt, '1\n00:00:00,100 --> 00:00:00,800\nHello\n')
+    const withSubs = path.join(dir, 'subs.mkv')
+    ff('-i', cut, '-i', srt, '-map', '0', '-map', '1', '-c:v', 'copy', '-c:a', 'copy', '-c:s', 'srt', '-metadata', 'title=Lucent test', '-metadata:s:s:0', 'language=fra', withSubs)
+    for (const [c, codec] of [['mkv', 'subrip'], ['mp4', 'mov_text'], ['avi', null]] as const) {
+      const out = path.join(dir, `out-subs.${c}`)
+      await transcode({ input: withSubs, output: out, container: c, target: [256, 192], info: await infoOf(withSubs), process: doubler().fn })
+      const j = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_streams', '-show_format', out]).toString())
+      const subs = j.streams.filter((s: { codec_type: string }) => s.codec_type === 'subtitle')
+      t.same(subs.map((s: { codec_name: string }) => s.codec_name), codec ? [codec] : [], `${c}: subtitles`)
+      if (codec) t.equal(subs[0].tags?.language, 'fra', `${c}: subtitle language kept`)
+      if (c !== 'avi') t.equal(j.format.tags?.title, 'Lucent test', `${c}: title kept`)
+      t.equal(audioHash(out), srcAudio, `${c}: audio bit-exact`)
+      fs.rmSync(out)
+    }
+  })
+
+  t.test('above 4K: HEVC (hvc1)', async (t) => {
+    const big = path.join(dir, 'big.mp4')
+    ff('-f', 'lavfi', '-i', 'testsrc=size=2048x1152:rate=4:duration=0.5', '-c:v', 'libx264', '-preset', 'ultrafast', big)
+    const out = path.join(dir, 'out-big.mp4')
+    await transcode({ input: big, output: out, container: 'mp4', target: [4096, 2304], info: await infoOf(big), process: doubler().fn, preset: 'ultrafast' })
+    const o = inspect(out)
+    t.same([o.codec, o.width, o.height, o.frames], ['hevc', 4096, 2304, 2])
+    const tag = execFileSync('ffprobe', ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'stream=codec_tag_string', '-of', 'csv=p=0', out]).toString().trim()
+    t.equal(tag, 'hvc1')
+    fs.rmSync(out)
+  })
+
   t.test('variable frame rate: timestamps restored', { skip: !hasMkvmerge && 'mkvmerge (mkvtoolnix) not installed' }, async (t) => {
     const vfr = path.join(dir, 'vfr.mp4')
     // 15 frames at 30 fps, then 15 at 10 fps, with a 2 s tone.
