@@ -54,9 +54,13 @@ export default async function run(task) {
           port.postMessage(p)
         }
       })
-      const data = new Uint8Array(r.data.buffer, r.data.byteOffset, r.data.byteLength)
-      const out = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice()
-      return Piscina.move({ ok: true, data: out, width: r.width, height: r.height, format: r.format, ms: r.ms })
+      // (see the 'frames' op: a plain object cannot be moved, and the addon's external buffer cannot be transferred)
+      const owned = new Uint8Array(r.data.byteLength)
+      owned.set(r.data)
+      return Piscina.move({
+        [Piscina.transferableSymbol]: owned.buffer,
+        [Piscina.valueSymbol]: { ok: true, data: owned, width: r.width, height: r.height, format: r.format, ms: r.ms },
+      })
     } catch (e) {
       if (ac.signal.aborted) return { ok: false, error_code: 'timeout', message: `job exceeded ${task.timeoutMs} ms` }
       return failure(e)
