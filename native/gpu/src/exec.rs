@@ -179,7 +179,7 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
         aux.extend_from_slice(s);
     }
     let aux = upload(ctx, &aux, false, "aux")?;
-    let use_gemm = !deconv && ipg > 1 && mg >= 4;
+    let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
         let cfg = settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math));
         let mpad = mg.div_ceil(cfg.bm as usize) * cfg.bm as usize;

@@ -157,7 +157,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     let khw = kh * kw;
     let wbase = g * kpad * mpad + m0;
     let xbase = g * in_c * in_h * in_w;
-    var acc: array<vec4<ACC>, TM>;
+ACC_DECL
     for (var k0 = 0u; k0 < kpad; k0 += BK) {
         for (var r = 0u; r < (BK * BM) / WG; r++) {
             let e = li + r * WG;
@@ -189,29 +189,27 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         for (var k = 0u; k < BK; k++) {
             let bb = k * BN + tx;
             let b = vec4<ACC>(Bs[bb], Bs[bb + NT], Bs[bb + 2u * NT], Bs[bb + 3u * NT]);
-            for (var i = 0u; i < TM; i++) {
-                acc[i] = fma(vec4<ACC>(As[k * BM + ty + i * MT]), b, acc[i]);
-            }
+ACC_FMA
         }
         workgroupBarrier();
     }
-    for (var i = 0u; i < TM; i++) {
-        let m = m0 + ty + i * MT;
-        if (m < mg) {
-            let oc = g * mg + m;
-            for (var j = 0u; j < 4u; j++) {
-                let p = n0 + tx + j * NT;
-                if (p < npix) {
-                    let o = oc * npix + p;
-                    Y[o] = T(epi(f32(acc[i][j]), oc, o));
-                }
-            }
-        }
-    }
+ACC_STORE
 }
 "#,
     );
-    s
+    // Register tile unrolled by hand (no dynamically indexed private arrays: some compilers,
+    // llvmpipe's among them, keep those in memory).
+    let mut decl = String::new();
+    let mut fmas = String::new();
+    let mut store = String::new();
+    for i in 0..c.tm {
+        decl.push_str(&format!("    var acc{i} = vec4<ACC>();\n"));
+        fmas.push_str(&format!("            acc{i} = fma(vec4<ACC>(As[k * BM + ty + {i}u * MT]), b, acc{i});\n"));
+        store.push_str(&format!(
+            "    {{\n        let m = m0 + ty + {i}u * MT;\n        if (m < mg) {{\n            let oc = g * mg + m;\n            for (var j = 0u; j < 4u; j++) {{\n                let p = n0 + tx + j * NT;\n                if (p < npix) {{\n                    let o = oc * npix + p;\n                    Y[o] = T(epi(f32(acc{i}[j]), oc, o));\n                }}\n            }}\n        }}\n    }}\n"
+        ));
+    }
+    s.replace("ACC_DECL", &decl).replace("ACC_FMA", &fmas).replace("ACC_STORE", &store)
 }
 
 /// Direct convolution, one output per thread. Params as conv_gemm, plus 0 = total outputs

@@ -8,7 +8,8 @@
 //!
 //! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
 //! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
-//! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600).
+//! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600, 3600 on CPU adapters),
+//! `LUCENT_GPU_CONV=direct|bm,bn,bk,tm` (force the convolution kernel / tile).
 
 mod exec;
 pub mod kernels;
@@ -97,6 +98,26 @@ pub struct Settings {
     pub conv: Option<ConvCfg>,
     /// Per-layer timestamps (only with TIMESTAMP_QUERY).
     pub profile: bool,
+    /// Use the direct convolution kernel everywhere (no workgroup-memory tiling).
+    pub conv_direct: bool,
+}
+
+/// `LUCENT_GPU_CONV=direct` or `LUCENT_GPU_CONV=bm,bn,bk,tm`.
+fn conv_env() -> (Option<ConvCfg>, bool) {
+    match std::env::var("LUCENT_GPU_CONV") {
+        Ok(v) if v == "direct" => (None, true),
+        Ok(v) => {
+            let n: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            if n.len() == 4 {
+                let c = ConvCfg { bm: n[0], bn: n[1], bk: n[2], tm: n[3] };
+                if c.valid() {
+                    return (Some(c), false);
+                }
+            }
+            (None, false)
+        }
+        Err(_) => (None, false),
+    }
 }
 
 type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
@@ -324,7 +345,8 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(600));
+        // A CPU adapter (lavapipe) on a busy host can legitimately take many minutes per run.
+        .unwrap_or(Duration::from_secs(if info.device_type == wgpu::DeviceType::Cpu { 3600 } else { 600 }));
     let summary = DeviceSummary {
         adapter: format!("{} ({:?})", info.name, info.backend),
         device_type: type_name(info.device_type).to_string(),
@@ -407,8 +429,9 @@ impl GpuBackend {
         let settings = Settings {
             f16: dev.summary.f16 && !opts.force_f32 && !env_flag("LUCENT_GPU_F32"),
             f16_math: env_flag("LUCENT_GPU_F16_MATH"),
-            conv: None,
+            conv: conv_env().0,
             profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
+            conv_direct: conv_env().1,
         };
         Ok(GpuBackend { dev, settings })
     }
