@@ -134,7 +134,7 @@ export async function runVideoJob(d: VideoRunnerDeps, job: Job): Promise<void> {
       timestamps,
       signal: ac.signal,
       process: async (frames, width, height, count) => {
-        const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count }, batchTimeout)
+        const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count }, batchTimeout, ac.signal)
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height }
       },

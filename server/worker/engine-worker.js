@@ -71,8 +71,11 @@ export default async function run(task) {
   }
   if (task.op === 'frames') {
     // Video: one batch of RGB24 frames (server/jobs/video.ts drives the whole video through these calls).
+    // Any message on task.port cancels the batch (the engine checks its cancel token between tiles).
     const ac = new AbortController()
+    let cancelled = false
     const timer = setTimeout(() => ac.abort(), task.timeoutMs)
+    if (task.port) task.port.once('message', () => { cancelled = true; ac.abort() })
     try {
       const a = engine()
       const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
@@ -88,10 +91,12 @@ export default async function run(task) {
         [Piscina.valueSymbol]: { ok: true, data: out, width: r.width, height: r.height },
       })
     } catch (e) {
+      if (cancelled) return { ok: false, error_code: 'aborted', message: 'cancelled' }
       if (ac.signal.aborted) return { ok: false, error_code: 'timeout', message: `frame batch exceeded ${task.timeoutMs} ms` }
       return failure(e)
     } finally {
       clearTimeout(timer)
+      if (task.port) task.port.close()
     }
   }
   return { ok: false, error_code: 'invalid_argument', message: `unknown op ${task.op}` }

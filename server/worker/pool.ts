@@ -49,10 +49,21 @@ export class EnginePool {
 
   /** Video: `count` packed RGB24 frames through a video catalog model (engine enhanceFrames). The frame
    *  buffer is transferred to the worker (it must own its ArrayBuffer; it is unusable afterwards). */
-  async enhanceFrames(frames: Buffer, t: { model: string; width: number; height: number; count: number }, timeoutMs: number): Promise<FramesOutcome> {
+  async enhanceFrames(frames: Buffer, t: { model: string; width: number; height: number; count: number }, timeoutMs: number,
+    signal?: AbortSignal): Promise<FramesOutcome> {
     const owned = frames.byteOffset === 0 && frames.byteLength === frames.buffer.byteLength
     const bytes = owned ? new Uint8Array(frames.buffer, 0, frames.byteLength) : new Uint8Array(frames)
-    return this.pool.run({ op: 'frames', input: bytes, timeoutMs, ...t }, { transferList: [bytes.buffer as ArrayBuffer] })
+    // `signal` cancels the running batch inside the worker (a message on a port; the worker stays alive).
+    const { port1, port2 } = new MessageChannel()
+    const onAbort = () => port1.postMessage('abort')
+    if (signal?.aborted) onAbort()
+    else signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return await this.pool.run({ op: 'frames', input: bytes, port: port2, timeoutMs, ...t }, { transferList: [bytes.buffer as ArrayBuffer, port2] })
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+      port1.close()
+    }
   }
 
   async close(): Promise<void> {
