@@ -1,11 +1,15 @@
 /** build(config) -> the Fastify instance: config, store, storage, queue, engine pool, auth, rate limit, routes, docs. */
-import path from 'node:path'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
 import { ApiError, errorBody, type ErrorCode } from './errors.js'
+import { Metrics } from './metrics.js'
+import { checkRole, openStore } from './roles/index.js'
+import type { WorkerInfo, WorkerRegistry } from './roles/registry.js'
+import type { MediaStorage } from './storage/types.js'
+import type { Queue } from './queue/types.js'
 import { SqliteStore } from './store/sqlite.js'
 import { LocalStorage, loadSecret } from './storage/local.js'
 import { MemoryQueue } from './queue/memory.js'
@@ -34,17 +38,64 @@ export async function build(config: Config): Promise<FastifyInstance> {
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
-  const store = new SqliteStore(path.join(config.dataDir, 'lucent.db'))
-  const storage = new LocalStorage(config.dataDir, loadSecret(config.dataDir), () => config.publicUrl)
-  const queue = new MemoryQueue(config.queueMax, config.workers)
-  const pool = new EnginePool({ workers: config.workers, modelDir: config.modelDir, threads: config.engineThreads })
+  // --- backends by configuration (server/roles/index.ts): SQLite|PostgreSQL, disk|S3, memory|BullMQ -------
+  checkRole(config)
+  const role = config.role
+  const runsJobs = role !== 'gateway'
+  const servesApi = role !== 'worker'
+  const store = await openStore(config)
+  let storage: MediaStorage & { ping?: () => Promise<boolean>; close?: () => Promise<void> }
+  if (config.s3) {
+    const { S3Storage } = await import('./storage/s3.js')
+    storage = new S3Storage(config.s3)
+  } else {
+    storage = new LocalStorage(config.dataDir, loadSecret(config.dataDir), () => config.publicUrl)
+  }
+  let queue: Queue & { ping?: () => Promise<boolean>; counts?: () => Promise<{ waiting: number; active: number; delayed: number; failed: number }> }
+  let rate: Lucent['rate']
+  let registry: WorkerRegistry | null = null
+  const closers: Array<() => Promise<unknown>> = []
+  if (config.redisUrl) {
+    const { BullQueue } = await import('./queue/bullmq.js')
+    const { RedisRateLimiter } = await import('./ratelimit/redis.js')
+    const { WorkerRegistry } = await import('./roles/registry.js')
+    queue = new BullQueue({
+      redisUrl: config.redisUrl, max: config.queueMax, concurrency: config.workers,
+      // the store's attempt counter ends a job first (runner); BullMQ's limits are the safety net
+      attempts: config.jobMaxAttempts + 1, maxStalledCount: config.jobMaxAttempts + 1,
+      backoffMs: config.queueBackoffMs, lockDurationMs: config.queueLockMs, stalledIntervalMs: config.queueStalledMs,
+      onFailed: (jobId, reason) => store.failJob(jobId, 100500000, `job failed after retries: ${reason}`.slice(0, 500)),
+    })
+    const limiter = new RedisRateLimiter(config.redisUrl, config.rateBurst, config.ratePerSec)
+    rate = limiter
+    closers.push(() => limiter.close())
+    registry = new WorkerRegistry(config.redisUrl)
+  } else {
+    queue = new MemoryQueue(config.queueMax, config.workers)
+    rate = new RateLimiter(config.rateBurst, config.ratePerSec)
+  }
+  const pool = runsJobs ? new EnginePool({ workers: config.workers, modelDir: config.modelDir, threads: config.engineThreads }) : null
+  const metrics = new Metrics({
+    queueCounts: async () => queue.counts ? queue.counts() : { waiting: queue.stats().waiting, active: queue.stats().running },
+    workers: async () => registry ? registry.list() : (pool ? [localWorker()] : []),
+  })
+  metrics.meter(store)
   const lucent: Lucent = {
-    config, store, storage, queue, pool,
+    config, store, storage, queue, pool: pool as EnginePool,
     prices: loadPrices(config.pricesFile),
-    auth: new Authenticator((h) => store.keyByHashSync(h), config.keyCacheMs),
-    rate: new RateLimiter(config.rateBurst, config.ratePerSec),
-    engine: { state: 'starting' },
+    auth: new Authenticator(store instanceof SqliteStore ? (h) => store.keyByHashSync(h) : (h) => store.keyByHash(h), config.keyCacheMs),
+    rate,
+    engine: runsJobs ? { state: 'starting' } : { state: 'ready', info: { role } },
     closing: false,
+    metrics,
+  }
+  const startedAt = Date.now()
+  function localWorker(): WorkerInfo {
+    const info = lucent.engine.info as { backend?: string; adapter?: string } | undefined
+    return {
+      id: `local:${process.pid}`, host: 'local', pid: process.pid, backend: lucent.engine.state === 'ready' ? info?.backend ?? 'cpu' : 'starting',
+      adapter: info?.adapter ?? '', concurrency: config.workers, running: queue.stats().running, startedAt, heartbeatAt: Date.now(),
+    }
   }
   app.decorate('lucent', lucent)
   app.decorateRequest('apiKey', null)
@@ -73,6 +124,9 @@ export async function build(config: Config): Promise<FastifyInstance> {
       code = (err as { code?: string }).code?.startsWith('SQLITE') ? 100500001 : 100500000
       status = 500
     }
+    if ((code === 100400001 || code === 110400008 || code === 110400009) && err instanceof ApiError && err.detail) {
+      metrics.fetchErrors.inc({ kind: code === 110400008 ? 'video' : 'photo' })
+    }
     return reply.code(status).send(errorBody(code))
   })
   app.setNotFoundHandler((_req, reply) => reply.code(400).send(errorBody(100400002)))
@@ -81,7 +135,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config?.public) return
     const key = await lucent.auth.authenticate(req.headers.apikey)
-    lucent.rate.take(key.id, key.rate)
+    await lucent.rate.take(key.id, key.rate)
     req.apiKey = key
   })
 
@@ -102,30 +156,79 @@ export async function build(config: Config): Promise<FastifyInstance> {
   })
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } })
 
-  app.get('/healthz', { config: { public: true }, schema: { tags: ['ops'], summary: 'Readiness: store open and models loaded' } }, async (_req, reply) => {
-    if (lucent.engine.state !== 'ready' || !store.db.open) {
+  const storeOpen = () => (store instanceof SqliteStore ? store.db.open : !lucent.closing)
+  app.get('/healthz', { config: { public: true }, schema: { tags: ['ops'], summary: 'Health: store open and (worker/all roles) models loaded' } }, async (_req, reply) => {
+    if (lucent.engine.state !== 'ready' || !storeOpen()) {
       return reply.code(503).send({ ...errorBody(100500006), status: lucent.engine.state, detail: lucent.engine.error })
     }
-    return ok({ status: 'ok', engine: lucent.engine.info, models: lucent.engine.models, queue: queue.stats() })
+    return ok({ status: 'ok', role, engine: lucent.engine.info, models: lucent.engine.models, queue: queue.stats() })
   })
 
-  await app.register(jobRoutes)
-  await app.register(ossRoutes)
-  await app.register(fileRoutes)
+  // Readiness: every backend this role needs answers; a gateway also needs at least one live worker.
+  app.get('/readyz', { config: { public: true }, schema: { tags: ['ops'], summary: 'Readiness: store, queue, storage, engine / workers' } }, async (_req, reply) => {
+    const checks: Record<string, boolean | number | string> = {}
+    const timed = <T>(p: Promise<T>, fallback: T) => Promise.race([p, new Promise<T>((r) => setTimeout(() => r(fallback), 2000).unref())]).catch(() => fallback)
+    checks.store = store.ping ? await timed(store.ping(), false) : storeOpen()
+    if (queue.ping) checks.queue = await timed(queue.ping(), false)
+    if (storage.ping) checks.storage = await timed(storage.ping(), false)
+    if (runsJobs) checks.engine = lucent.engine.state === 'ready'
+    let workers: WorkerInfo[] = []
+    if (registry) {
+      workers = await timed(registry.list(), [] as WorkerInfo[])
+      // workers whose engine has loaded
+      if (role === 'gateway') checks.workers = workers.filter((w) => w.backend === 'gpu' || w.backend === 'cpu').length
+    }
+    const ready = !lucent.closing && Object.values(checks).every((v) => (typeof v === 'number' ? v > 0 : v === true))
+    const data = { status: ready ? 'ready' : 'not_ready', role, checks, workers: workers.map((w) => ({ id: w.id, backend: w.backend, concurrency: w.concurrency, running: w.running })), queue: queue.stats() }
+    if (!ready) return reply.code(503).send({ ...errorBody(100500006), data })
+    return ok(data)
+  })
+
+  app.get('/metrics', { config: { public: true }, schema: { tags: ['ops'], summary: 'Prometheus metrics' } }, async (_req, reply) => {
+    reply.header('content-type', metrics.contentType)
+    return metrics.text()
+  })
+
+  if (servesApi) {
+    await app.register(jobRoutes)
+    await app.register(ossRoutes)
+    await app.register(fileRoutes)
+  }
 
   // --- lifecycle: recover CONVERTING jobs, start the queue, load the engine; sweep expired objects -------
   let sweepTimer: NodeJS.Timeout | undefined
   app.addHook('onReady', async () => {
-    queue.process(makeRunner({
-      store, storage, pool, log: app.log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts,
-      isClosing: () => lucent.closing,
-    }))
+    if (pool) {
+      const shared = !!config.redisUrl
+      const runner = metrics.timeRunner(store, makeRunner({
+        store, storage, pool, log: app.log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts,
+        isClosing: () => lucent.closing,
+        // BullMQ: a run that threw (storage/database hiccup) is retried with backoff until the last attempt
+        rethrow: shared ? (_e, attempt) => attempt < config.jobMaxAttempts : undefined,
+      }))
+      queue.process(shared
+        ? async (jobId) => {
+          await runner(jobId)
+          // stopping mid-job: hand the job back to the shared queue (another worker picks it up)
+          if (lucent.closing && (await store.jobStatus(jobId))?.status === 'CONVERTING') throw new Error('worker stopped; job handed back')
+        }
+        : runner)
+      pool.init().then((r) => {
+        if (r.ok) Object.assign(lucent.engine, { state: 'ready', info: r.info, models: r.models })
+        else Object.assign(lucent.engine, { state: 'error', error: `${r.error_code}: ${r.message}` })
+        if (!r.ok) app.log.error({ engine: r }, 'engine failed to load')
+        registry?.beatNow().catch(() => {})
+      }, (e) => Object.assign(lucent.engine, { state: 'error', error: String(e) }))
+      if (registry) {
+        await registry.register(() => {
+          const w = localWorker()
+          return { backend: w.backend, adapter: w.adapter, concurrency: w.concurrency, running: w.running }
+        })
+      }
+    }
+    if (!servesApi) return
+    // crash recovery: re-queue CONVERTING jobs (BullMQ ignores ids it already holds)
     for (const job of await store.jobsByStatus('CONVERTING')) await queue.enqueue(job.id, { force: true })
-    pool.init().then((r) => {
-      if (r.ok) Object.assign(lucent.engine, { state: 'ready', info: r.info, models: r.models })
-      else Object.assign(lucent.engine, { state: 'error', error: `${r.error_code}: ${r.message}` })
-      if (!r.ok) app.log.error({ engine: r }, 'engine failed to load')
-    }, (e) => Object.assign(lucent.engine, { state: 'error', error: String(e) }))
     const sweep = () => {
       const before = Date.now() - RETENTION_MS
       for (const p of ['u', 'o', 'r', 'tmp']) storage.sweep(p, before).catch(() => {})
@@ -137,8 +240,11 @@ export async function build(config: Config): Promise<FastifyInstance> {
     lucent.closing = true
     clearInterval(sweepTimer)
     queue.pause()
-    await pool.close().catch(() => {})
+    await pool?.close().catch(() => {})
     await queue.close()
+    await registry?.close()
+    for (const c of closers) await c().catch(() => {})
+    await storage.close?.().catch(() => {})
     await store.close()
   })
 

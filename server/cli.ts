@@ -1,16 +1,18 @@
 /**
  * The `lucent` CLI.
- *   lucent serve [--role all]                  serve the API (PORT, HOST, DATA_DIR, LUCENT_* : see server/config.ts)
+ *   lucent serve [--role gateway|worker|all]   serve (PORT, HOST, DATA_DIR, LUCENT_* : see server/config.ts); --role
+ *                                              overrides LUCENT_ROLE: gateway = HTTP API only, worker = runs jobs
+ *                                              from the shared queue (LUCENT_REDIS_URL), all = both (default)
+ *   (keys: against LUCENT_DATABASE_URL when set, else DATA_DIR/lucent.db)
  *   lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R]
  *                                              prints the new key alone on the last line (shown only this once)
  *   lucent keys list                           id, balance, trial left, expiry, rate, revoked
  *   lucent keys revoke KEY                     KEY: the key itself, its id (k_...), or an unambiguous id/hash prefix
  *   lucent keys topup KEY N                    adds N coins (ledger row 'topup')
  */
-import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadConfig } from './config.js'
-import { SqliteStore } from './store/sqlite.js'
+import { openStore } from './roles/index.js'
 import { hashKey, newApiKey } from './auth.js'
 
 function die(msg: string): never {
@@ -29,17 +31,27 @@ function intArg(v: string | undefined, name: string, def?: number): number {
 }
 
 async function serve(args: string[]) {
-  const { values } = parseArgs({ args, options: { role: { type: 'string', default: 'all' } } })
-  if (values.role !== 'all') die(`--role ${values.role}: only 'all' is available in this version`)
-  const config = loadConfig()
+  const { values } = parseArgs({ args, options: { role: { type: 'string' } } })
+  let config
+  try {
+    config = loadConfig(values.role ? { ...process.env, LUCENT_ROLE: values.role } : process.env)
+  } catch (e) {
+    die((e as Error).message)
+  }
   const { build } = await import('./app.js')
-  const app = await build(config)
+  let app
+  try {
+    app = await build(config)
+  } catch (e) {
+    die(`cannot start: ${(e as Error).message}`)
+  }
   const addr = await app.listen({ port: config.port, host: config.host })
   if (!config.publicUrlFromEnv) {
     const a = app.server.address()
     if (a && typeof a === 'object') config.publicUrl = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${a.port}`
   }
-  app.log.info({ addr, publicUrl: config.publicUrl, dataDir: config.dataDir, modelDir: config.modelDir }, 'lucent serving')
+  app.log.info({ addr, role: config.role, publicUrl: config.publicUrl, dataDir: config.dataDir, modelDir: config.modelDir,
+    store: config.databaseUrl ? 'postgres' : 'sqlite', queue: config.redisUrl ? 'bullmq' : 'memory', storage: config.s3 ? 's3' : 'disk' }, 'lucent serving')
   let closing = false
   const stop = () => {
     if (closing) return
@@ -53,7 +65,12 @@ async function serve(args: string[]) {
 async function keys(args: string[]) {
   const [sub, ...rest] = args
   const config = loadConfig()
-  const store = new SqliteStore(path.join(config.dataDir, 'lucent.db'))
+  let store: Awaited<ReturnType<typeof openStore>>
+  try {
+    store = await openStore(config)
+  } catch (e) {
+    die(`cannot open the store: ${(e as Error).message}`)
+  }
   const resolve = async (ref: string | undefined) => {
     if (!ref) die('KEY is required')
     const k = (await store.keyByHash(hashKey(ref))) ?? (await store.findKey(ref))

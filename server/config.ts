@@ -24,9 +24,21 @@
  * | LUCENT_JOB_MAX_ATTEMPTS    | 3                     | A job restarted this many times (crashes) ends in ERROR, refunded |
  * | LUCENT_KEY_CACHE_MS        | 1000                  | How long a looked-up API key is cached (revocation takes effect within it) |
  * | LUCENT_LOG_LEVEL           | info                  | Fastify/pino log level (silent to disable) |
+ * | LUCENT_ROLE                | all                   | gateway (API only, never runs models), worker (runs jobs; /healthz /readyz /metrics only), all |
+ * | LUCENT_DATABASE_URL        | (unset = SQLite)      | postgres://user:pass@host:5432/db : keys, jobs and ledger in PostgreSQL (migrated on start) |
+ * | LUCENT_REDIS_URL           | (unset = in-process)  | redis://host:6379[/db] : BullMQ job queue, worker registry, shared rate limits |
+ * | LUCENT_S3_ENDPOINT         | (unset = local disk)  | S3-compatible endpoint (https://s3.eu-west-1.amazonaws.com, http://minio:9000) |
+ * | LUCENT_S3_BUCKET / _REGION | - / us-east-1         | Bucket (must exist) and signing region |
+ * | LUCENT_S3_ACCESS_KEY_ID / LUCENT_S3_SECRET_ACCESS_KEY | - | Credentials |
+ * | LUCENT_S3_FORCE_PATH_STYLE | (unset = virtual host)| 1: http://endpoint/bucket/key links (MinIO, moto) |
+ * | LUCENT_S3_PUBLIC_ENDPOINT  | LUCENT_S3_ENDPOINT    | Endpoint used in pre-signed links handed to clients |
+ * | LUCENT_QUEUE_LOCK_MS       | 30000                 | BullMQ job lock; a dead worker's job is retried after about this long |
+ * | LUCENT_QUEUE_STALLED_MS    | 15000                 | BullMQ stalled-job check interval |
+ * | LUCENT_QUEUE_BACKOFF_MS    | 2000                  | First retry delay of a job whose run threw (exponential) |
  */
 import path from 'node:path'
 import os from 'node:os'
+import type { S3Config } from './storage/s3.js'
 
 export interface Config {
   port: number
@@ -51,6 +63,14 @@ export interface Config {
   jobMaxAttempts: number
   keyCacheMs: number
   logLevel: string
+  role: 'all' | 'gateway' | 'worker'
+  databaseUrl?: string
+  redisUrl?: string
+  queueLockMs: number
+  queueStalledMs: number
+  queueBackoffMs: number
+  /** S3 media storage; null = local disk. */
+  s3: S3Config | null
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number {
@@ -59,6 +79,32 @@ function int(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number
   const n = Number(raw)
   if (!Number.isFinite(n) || n < min) throw new Error(`configuration: ${name} must be a number >= ${min} (got ${JSON.stringify(raw)})`)
   return n
+}
+
+function s3Config(env: NodeJS.ProcessEnv): S3Config | null {
+  const endpoint = env.LUCENT_S3_ENDPOINT?.trim()
+  if (!endpoint) return null
+  const need = (n: string) => {
+    const v = env[n]?.trim()
+    if (!v) throw new Error(`configuration: ${n} is required when LUCENT_S3_ENDPOINT is set`)
+    return v
+  }
+  return {
+    endpoint: endpoint.replace(/\/+$/, ''),
+    bucket: need('LUCENT_S3_BUCKET'),
+    region: env.LUCENT_S3_REGION?.trim() || 'us-east-1',
+    accessKeyId: need('LUCENT_S3_ACCESS_KEY_ID'),
+    secretAccessKey: need('LUCENT_S3_SECRET_ACCESS_KEY'),
+    sessionToken: env.LUCENT_S3_SESSION_TOKEN?.trim() || undefined,
+    forcePathStyle: /^(1|true|yes)$/i.test(env.LUCENT_S3_FORCE_PATH_STYLE?.trim() ?? ''),
+    publicEndpoint: env.LUCENT_S3_PUBLIC_ENDPOINT?.trim() || undefined,
+  }
+}
+
+function role(v: string | undefined): Config['role'] {
+  const r = (v ?? '').trim() || 'all'
+  if (r !== 'all' && r !== 'gateway' && r !== 'worker') throw new Error(`configuration: LUCENT_ROLE / --role must be gateway, worker or all (got ${JSON.stringify(v)})`)
+  return r
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
@@ -88,6 +134,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     jobMaxAttempts: int(env, 'LUCENT_JOB_MAX_ATTEMPTS', 3, 1),
     keyCacheMs: int(env, 'LUCENT_KEY_CACHE_MS', 1000, 0),
     logLevel: env.LUCENT_LOG_LEVEL || 'info',
+    role: role(env.LUCENT_ROLE),
+    databaseUrl: env.LUCENT_DATABASE_URL?.trim() || undefined,
+    redisUrl: env.LUCENT_REDIS_URL?.trim() || undefined,
+    queueLockMs: int(env, 'LUCENT_QUEUE_LOCK_MS', 30_000, 1000),
+    queueStalledMs: int(env, 'LUCENT_QUEUE_STALLED_MS', 15_000, 500),
+    queueBackoffMs: int(env, 'LUCENT_QUEUE_BACKOFF_MS', 2000, 0),
+    s3: s3Config(env),
   }
   return { ...cfg, ...overrides }
 }

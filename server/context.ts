@@ -5,7 +5,8 @@ import type { MediaStorage } from './storage/types.js'
 import type { Queue } from './queue/types.js'
 import type { EnginePool } from './worker/pool.js'
 import type { Prices } from './pricing.js'
-import type { Authenticator, RateLimiter } from './auth.js'
+import type { Authenticator } from './auth.js'
+import type { Metrics } from './metrics.js'
 import type { ApiKey } from './store/types.js'
 
 export interface Lucent {
@@ -13,12 +14,15 @@ export interface Lucent {
   store: Store
   storage: MediaStorage
   queue: Queue
+  /** The engine pool; null in the gateway role (which never runs models). */
   pool: EnginePool
   prices: Prices
   auth: Authenticator
-  rate: RateLimiter
+  /** In-process token buckets, or Redis ones shared by gateways (async). */
+  rate: { take(keyId: string, keyRate: number | null): void | Promise<void> }
   engine: { state: 'starting' | 'ready' | 'error'; info?: unknown; models?: string[]; error?: string }
   closing: boolean
+  metrics: Metrics
 }
 
 declare module 'fastify' {

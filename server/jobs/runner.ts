@@ -15,6 +15,9 @@ export interface RunnerDeps {
   jobTimeoutMs: number
   maxAttempts: number
   isClosing: () => boolean
+  /** Shared queue (BullMQ): true = rethrow an unexpected exception of this attempt so the queue retries it with
+   *  backoff, instead of failing the job now. Engine failures (deterministic) always fail the job. */
+  rethrow?: (e: unknown, attempt: number) => boolean
 }
 
 const EXT: Record<string, string> = { jpeg: 'jpg', tiff: 'tiff', heif: 'heif', png: 'png', webp: 'webp', bmp: 'bmp', tga: 'tga' }
@@ -28,8 +31,9 @@ export function makeRunner(d: RunnerDeps) {
   return async function run(jobId: string): Promise<void> {
     const job = await d.store.getJob(jobId)
     if (!job || job.status !== 'CONVERTING') return
+    let attempt = 0
     try {
-      const attempt = await d.store.startAttempt(jobId)
+      attempt = await d.store.startAttempt(jobId)
       if (attempt > d.maxAttempts) return await fail(jobId, 'crashed', `job did not finish after ${d.maxAttempts} attempts`)
       if (job.kind === 'video') return await runVideoJob(d, job)
       const original = await d.storage.get(job.originalKey)
@@ -57,6 +61,7 @@ export function makeRunner(d: RunnerDeps) {
     } catch (e) {
       // Shutting down: leave the job CONVERTING; it is picked up again at the next start.
       if (d.isClosing()) return
+      if (d.rethrow?.(e, attempt)) throw e
       await fail(jobId, 'internal', String((e as Error)?.message ?? e)).catch(() => {})
     }
   }

@@ -23,6 +23,7 @@ export class WorkerRegistry {
   private readonly key: string
   private timer: NodeJS.Timeout | null = null
   private id: string | null = null
+  private beat: (() => Promise<unknown>) | null = null
 
   constructor(redisUrl: string, prefix = 'lucent', private readonly staleMs = 15_000) {
     this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 2, lazyConnect: false })
@@ -36,10 +37,16 @@ export class WorkerRegistry {
     const startedAt = Date.now()
     this.id = id
     const beat = () => this.redis.hset(this.key, id, JSON.stringify({ id, host: os.hostname(), pid: process.pid, startedAt, heartbeatAt: Date.now(), ...info() }))
+    this.beat = beat
     await beat()
     this.timer = setInterval(() => { beat().catch(() => {}) }, everyMs)
     this.timer.unref()
     return id
+  }
+
+  /** Publishes the current info now (e.g. once the engine has loaded). */
+  async beatNow(): Promise<void> {
+    await this.beat?.()
   }
 
   /** Live workers (stale entries are removed). */

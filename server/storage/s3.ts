@@ -320,24 +320,3 @@ export class S3Storage implements MediaStorage {
 function httpStatus(e: unknown): number | undefined {
   return (e as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode
 }
-
-/** S3 settings from the environment (LUCENT_S3_*); null when LUCENT_S3_ENDPOINT is unset (local disk). */
-export function s3ConfigFromEnv(env: NodeJS.ProcessEnv = process.env): S3Config | null {
-  const endpoint = env.LUCENT_S3_ENDPOINT?.trim()
-  if (!endpoint) return null
-  const need = (n: string) => {
-    const v = env[n]?.trim()
-    if (!v) throw new Error(`configuration: ${n} is required when LUCENT_S3_ENDPOINT is set`)
-    return v
-  }
-  return {
-    endpoint: endpoint.replace(/\/+$/, ''),
-    bucket: need('LUCENT_S3_BUCKET'),
-    region: env.LUCENT_S3_REGION?.trim() || 'us-east-1',
-    accessKeyId: need('LUCENT_S3_ACCESS_KEY_ID'),
-    secretAccessKey: need('LUCENT_S3_SECRET_ACCESS_KEY'),
-    sessionToken: env.LUCENT_S3_SESSION_TOKEN?.trim() || undefined,
-    forcePathStyle: /^(1|true|yes)$/i.test(env.LUCENT_S3_FORCE_PATH_STYLE?.trim() ?? ''),
-    publicEndpoint: env.LUCENT_S3_PUBLIC_ENDPOINT?.trim() || undefined,
-  }
-}
