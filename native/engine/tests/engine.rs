@@ -374,3 +374,27 @@ fn conv_flop_counts() {
         assert!((t - want).abs() < 0.05 * want, "{stem}: {t}");
     }
 }
+
+/// The RRDB net has a much larger receptive field: check its tile margin too. Slow on a CPU
+/// (~1 TFLOP), so opt-in: `cargo test -p lucent-engine -- --ignored`.
+#[test]
+#[ignore]
+fn tiled_equals_untiled_rrdb() {
+    need_data!();
+    let src = crop(&decode(&photo("0030.jpg")), 60, 60, 48, 40);
+    let spec = SrSpec::for_model(catalog::lookup(Kind::Photo, "generative_4x").unwrap()).unwrap();
+    let a = engine(Some(4096)).run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    // LUCENT_TEST_MARGINS=40,48,64 explores other margins (reported, asserted only for the catalog's).
+    let extra: Vec<usize> = std::env::var("LUCENT_TEST_MARGINS").ok().map(|v| v.split(',').filter_map(|m| m.parse().ok()).collect()).unwrap_or_default();
+    for m in extra {
+        let mut s2 = spec.clone();
+        s2.margin = m;
+        let b = engine(Some(20)).run_sr(&s2, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+        let d = max_abs_diff(&a, &b);
+        eprintln!("realesrgan-x4plus margin {m}: tiled vs untiled max abs diff {:.2}/255", d * 255.0);
+    }
+    let b = engine(Some(20)).run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let d = max_abs_diff(&a, &b);
+    eprintln!("realesrgan-x4plus (catalog margin {}): tiled vs untiled max abs diff {d} ({:.2}/255)", spec.margin, d * 255.0);
+    assert!(d <= 1.0 / 255.0 + 1e-6);
+}

@@ -220,7 +220,14 @@ impl Task for EnhanceTask {
     type JsValue = EnhanceResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let engine = Engine::global().map_err(|e| napi::Error::from_reason(e.message))?;
+        let engine = match Engine::global() {
+            Ok(e) => e,
+            Err(e) => {
+                let m = e.message.clone();
+                self.err = Some(e);
+                return Err(napi::Error::from_reason(m));
+            }
+        };
         let last = std::sync::atomic::AtomicU32::new(u32::MAX);
         let tsfn = self.progress.as_ref();
         let report = |p: u32| {
@@ -295,7 +302,14 @@ impl Task for FramesTask {
     type JsValue = FramesResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let engine = Engine::global().map_err(|e| napi::Error::from_reason(e.message))?;
+        let engine = match Engine::global() {
+            Ok(e) => e,
+            Err(e) => {
+                let m = e.message.clone();
+                self.err = Some(e);
+                return Err(napi::Error::from_reason(m));
+            }
+        };
         let r = engine.enhance_frames(&self.data, self.w, self.h, self.count, &self.model, &self.cancel);
         self.data = Vec::new();
         r.map_err(|e| {
