@@ -58,15 +58,26 @@ export class EnginePool {
     const onAbort = () => port1.postMessage('abort')
     if (signal?.aborted) onAbort()
     else signal?.addEventListener('abort', onAbort, { once: true })
+    const run = this.pool.run({ op: 'frames', input: bytes, port: port2, timeoutMs, ...t }, { transferList: [bytes.buffer as ArrayBuffer, port2] })
+    const entry = { cancel: onAbort, done: run.then(() => {}, () => {}) }
+    this.framesInFlight.add(entry)
     try {
-      return await this.pool.run({ op: 'frames', input: bytes, port: port2, timeoutMs, ...t }, { transferList: [bytes.buffer as ArrayBuffer, port2] })
+      return await run
     } finally {
+      this.framesInFlight.delete(entry)
       signal?.removeEventListener('abort', onAbort)
       port1.close()
     }
   }
 
+  private readonly framesInFlight = new Set<{ cancel: () => void; done: Promise<void> }>()
+
   async close(): Promise<void> {
+    // A worker cannot terminate while a native call runs: cancel the running frame batches first (they stop
+    // at the next tile) and give them a moment to return.
+    const running = [...this.framesInFlight]
+    for (const f of running) f.cancel()
+    if (running.length) await Promise.race([Promise.all(running.map((f) => f.done)), new Promise((r) => setTimeout(r, 10_000).unref())])
     await this.pool.destroy()
   }
 }
