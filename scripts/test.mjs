@@ -4,6 +4,9 @@
 // `# tap-fail N` lines (.ci/run adds them to cargo's "test result:" lines) and exits non-zero if
 // anything failed. Pass `--js` or `--rust` to run one half only; other arguments go to tap.
 import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 const args = process.argv.slice(2)
 const only = args.includes('--js') ? 'js' : args.includes('--rust') ? 'rust' : 'all'
@@ -11,7 +14,7 @@ const tapArgs = args.filter((a) => a !== '--js' && a !== '--rust')
 
 function run(cmd, argv, { capture = false } = {}) {
   return new Promise((resolve) => {
-    const p = spawn(cmd, argv, { stdio: ['ignore', capture ? 'pipe' : 'inherit', 'inherit'] })
+    const p = spawn(cmd, argv, { stdio: ['ignore', capture ? 'pipe' : 'inherit', 'inherit'], cwd: root })
     let out = ''
     if (capture) {
       p.stdout.on('data', (d) => {
@@ -22,6 +25,22 @@ function run(cmd, argv, { capture = false } = {}) {
     }
     p.on('close', (code) => resolve({ code: code ?? 1, out }))
   })
+}
+
+// Tests run against a model directory filled the way a deployment fills it: `lucent models fetch`
+// from the ../shared/models mirror (hash-checked, .mat denoisers converted). Fast once present.
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+if (!process.env.LUCENT_MODEL_DIR) {
+  const dir = path.join(root, 'data', 'test-models')
+  const mirror = path.resolve(root, '..', 'shared', 'models')
+  if (existsSync(mirror)) {
+    const r = await run(process.execPath, ['--import', 'tsx', path.join(root, 'server/cli.ts'), 'models', 'fetch', '--dir', dir, '--mirror', mirror, '--all'])
+    if (r.code !== 0) {
+      console.error('lucent: could not prepare the test model directory')
+      process.exit(1)
+    }
+    process.env.LUCENT_MODEL_DIR = dir
+  }
 }
 
 let failed = false

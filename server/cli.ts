@@ -9,6 +9,9 @@
  *   lucent keys list                           id, balance, trial left, expiry, rate, revoked
  *   lucent keys revoke KEY                     KEY: the key itself, its id (k_...), or an unambiguous id/hash prefix
  *   lucent keys topup KEY N                    adds N coins (ledger row 'topup')
+ *   lucent models list|fetch|verify [...]       model files (server/models/cli.ts: --dir --mirror --all --force ...)
+ *   lucent bench --model NAME --input FILE [--backend cpu|gpu] [--runs N] [--json]
+ *                                              times the engine alone (the Rust `lucent-native bench` binary)
  */
 import { parseArgs } from 'node:util'
 import { loadConfig } from './config.js'
@@ -37,6 +40,15 @@ async function serve(args: string[]) {
     config = loadConfig(values.role ? { ...process.env, LUCENT_ROLE: values.role } : process.env)
   } catch (e) {
     die((e as Error).message)
+  }
+  if (config.role !== 'gateway') {
+    // Workers run the models: refuse to start when a model file is missing or fails its sha256.
+    const { assertModelsReady, requiredFiles } = await import('./models/index.js')
+    try {
+      await assertModelsReady(config.modelDir, requiredFiles())
+    } catch (e) {
+      die(`cannot start: ${(e as Error).message}`)
+    }
   }
   const { build } = await import('./app.js')
   let app
@@ -130,7 +142,28 @@ async function keys(args: string[]) {
   }
 }
 
+/** `lucent bench ...` and `lucent native ...` run the release `lucent-native` binary built next to the addon. */
+async function native(args: string[]) {
+  const { spawnSync } = await import('node:child_process')
+  const { existsSync } = await import('node:fs')
+  const path = await import('node:path')
+  const { fileURLToPath } = await import('node:url')
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+  const target = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.CARGO_TARGET_DIR) : path.join(root, 'target')
+  const bin = path.join(target, 'release', process.platform === 'win32' ? 'lucent-native.exe' : 'lucent-native')
+  if (!existsSync(bin)) die(`${bin} is not built: run \`npm run build:native\``)
+  const env = { ...process.env }
+  if (!env.LUCENT_MODEL_DIR) env.LUCENT_MODEL_DIR = loadConfig().modelDir
+  const r = spawnSync(bin, args, { stdio: 'inherit', env })
+  process.exit(r.status ?? 1)
+}
+
 const [cmd, ...args] = process.argv.slice(2)
 if (cmd === 'serve') await serve(args)
 else if (cmd === 'keys') await keys(args)
-else die('usage: lucent serve | lucent keys create|list|revoke|topup ...')
+else if (cmd === 'models') {
+  const { runModelsCli } = await import('./models/index.js')
+  process.exitCode = await runModelsCli(args)
+} else if (cmd === 'bench') await native(['bench', ...args])
+else if (cmd === 'native') await native(args)
+else die('usage: lucent serve | keys create|list|revoke|topup ... | models list|fetch|verify | bench --model NAME --input FILE')

@@ -14,7 +14,13 @@ import { newApiKey } from '../server/auth.js'
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 export const sharedDir = path.resolve(repoRoot, '../shared')
 export const sharedData = path.join(sharedDir, 'data')
-export const modelDir = process.env.LUCENT_MODEL_DIR ? path.resolve(process.env.LUCENT_MODEL_DIR) : path.join(sharedDir, 'models')
+/** Models: $LUCENT_MODEL_DIR, else the directory `npm test` fills with `lucent models fetch` from the shared
+ *  mirror (data/test-models), else the shared mirror itself (lacks the converted denoisers). */
+export const modelDir = process.env.LUCENT_MODEL_DIR
+  ? path.resolve(process.env.LUCENT_MODEL_DIR)
+  : fs.existsSync(path.join(repoRoot, 'data/test-models/denoise/ffdnet_clip_color.bin'))
+    ? path.join(repoRoot, 'data/test-models')
+    : path.join(sharedDir, 'models')
 export const addonBuilt = fs.existsSync(path.join(repoRoot, 'native/node/index.js'))
 
 interface T { teardown(fn: () => unknown): void }
