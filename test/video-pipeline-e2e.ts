@@ -48,6 +48,30 @@ async function download(app: FastifyInstance, url: string, file: string): Promis
   fs.writeFileSync(file, res.rawPayload)
 }
 
+t.test('shutdown mid-job: batch cancelled, temp files removed, job left CONVERTING for the next start', { skip }, async (t) => {
+  const tmp = await tempDir(t, 'lucent-vtmp-')
+  process.env.LUCENT_VIDEO_TMP = tmp
+  const app = await build(t)
+  await waitFor(async () => (await app.inject({ method: 'GET', url: '/healthz' })).statusCode === 200, 180_000, 250)
+  const srv = await inputServer(t)
+  const { key } = await createKey(app, { coins: 1000 })
+  const dir = await tempDir(t)
+  const small = path.join(dir, 'small.mp4') // the whole demo (7.5 s) at 128x96: minutes of work on the CPU
+  ff('-i', demo, '-vf', 'scale=128:96', '-c:v', 'libx264', '-preset', 'veryfast', '-c:a', 'copy', small)
+  const r = await post(app, '/api/video-enhancer', key, { video_url: srv.put('d.mp4', fs.readFileSync(small)), model_name: 'general_restore_2x', resolution: [256, 192] })
+  const job = r.json().data.job_id
+  await waitFor(async () => fs.readdirSync(tmp).length > 0, 120_000, 50) // first batch done, the output is being written
+  const t0 = Date.now()
+  await app.close()
+  t.ok(Date.now() - t0 < 15_000, `closed in ${Date.now() - t0} ms (the running batch was cancelled)`)
+  await waitFor(async () => fs.readdirSync(tmp).length === 0, 10_000, 50).catch(() => {})
+  t.same(fs.readdirSync(tmp), [], 'no temporary files left')
+  const { SqliteStore } = await import('../server/store/sqlite.js')
+  const store = new SqliteStore(path.join(app.lucent.config.dataDir, 'lucent.db'))
+  t.equal((await store.getJob(job))?.status, 'CONVERTING')
+  await store.close()
+})
+
 t.test('video jobs with the real engine', { skip }, async (t) => {
   const tmp = await tempDir(t, 'lucent-vtmp-')
   process.env.LUCENT_VIDEO_TMP = tmp
