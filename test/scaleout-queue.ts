@@ -72,7 +72,8 @@ t.test('dedupe, retries with backoff, final failure -> ERROR + one refund', asyn
   const ledger = await s.store.ledger(s.keyId)
   t.same(ledger.map((e) => e.kind), ['grant', 'debit', 'debit', 'refund'], 'the failed job refunded once, nothing charged twice')
   t.equal((await s.store.findKey(s.keyId))!.coins, 90)
-  const c = await q.counts()
+  // the handler has returned; BullMQ moves the job out of `active` right after
+  const c = await waitFor(async () => { const x = await q.counts(); return x.active === 0 && x }, 10_000, 20)
   t.match(c, { waiting: 0, active: 0, failed: 1 })
 })
 
