@@ -202,8 +202,12 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   t.same(k.map((r) => [Number(r.coins), r.sum]), [[10000 - JOBS * 10, 10000 - JOBS * 10]], 'balance = ledger sum = grant - 50 x 10')
 
   // the queue: nothing left behind
-  const counts = await getJson(`${gateways[1].base}/metrics`)
   const metric = (text: string, name: string) => [...text.matchAll(new RegExp(`^${name} ([0-9.e+-]+)$`, 'gm'))].reduce((s, m) => s + Number(m[1]), 0)
+  // a job is COMPLETED in the store just before BullMQ moves it out of `active`
+  const counts = await waitFor(async () => {
+    const m = await getJson(`${gateways[1].base}/metrics`)
+    return metric(m.body, 'lucent_queue_depth\\{state="active"\\}') === 0 && m
+  }, 10_000, 100)
   t.equal(metric(counts.body, 'lucent_queue_depth\\{state="waiting"\\}'), 0, 'queue drained')
   t.equal(metric(counts.body, 'lucent_queue_depth\\{state="active"\\}'), 0)
   t.equal(metric(counts.body, 'lucent_queue_depth\\{state="failed"\\}'), 0)
