@@ -1,0 +1,404 @@
+//! Face path tests on the real networks (shared/models) and the real face images
+//! (shared/data/faces), CPU backend. Inputs are kept small: the GAN face network costs ~33 GFLOP per
+//! input kilopixel.
+
+use lucent_codec::{EncodeOptions, Format};
+use lucent_core::cpu::CpuBackend;
+use lucent_engine::face::blend::{face_region, FaceMask};
+use lucent_engine::face::image::Rgb;
+use lucent_engine::face::{self, FaceBox, FacePrior, FaceTracker};
+use lucent_engine::photo::{image_to_raster, raster_to_image};
+use lucent_engine::{catalog, Cancel, EnhanceOptions, Engine, Kind, Pipeline, Raster, Result, Samples};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("LUCENT_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("../shared/models"))
+}
+
+fn faces_dir() -> PathBuf {
+    root().join("../shared/data/faces")
+}
+
+fn have_data() -> bool {
+    let ok = model_dir().join("face/retinaface-slim.param").exists() && faces_dir().is_dir();
+    if !ok {
+        eprintln!("skipping: ../shared/models or ../shared/data/faces is absent");
+    }
+    ok
+}
+
+macro_rules! need_data {
+    () => {
+        if !have_data() {
+            return;
+        }
+    };
+}
+
+fn engine() -> Engine {
+    Engine::with_backend(Arc::new(CpuBackend::new(None)), &model_dir(), None).expect("engine")
+}
+
+fn load(rel: &str) -> Raster {
+    let p = faces_dir().join(rel);
+    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    image_to_raster(lucent_codec::decode(&bytes, &Default::default()).expect("decode")).unwrap().0
+}
+
+fn crop(r: &Raster, x0: usize, y0: usize, w: usize, h: usize) -> Raster {
+    let c = r.channels;
+    let row = |y: usize| ((y0 + y) * r.width + x0) * c..((y0 + y) * r.width + x0 + w) * c;
+    match &r.samples {
+        Samples::U8(v) => Raster::from_u8(w, h, c, (0..h).flat_map(|y| v[row(y)].to_vec()).collect()).unwrap(),
+        Samples::U16(v) => Raster::from_u16(w, h, c, (0..h).flat_map(|y| v[row(y)].to_vec()).collect()).unwrap(),
+    }
+}
+
+/// `r` resampled to w x h as 8-bit RGB.
+fn resized(r: &Raster, w: usize, h: usize) -> Raster {
+    let img = Rgb::from_raster(r.as_ref()).resize(w, h);
+    let mut v = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..3 {
+                v.push((img.get(c, x, y).clamp(0.0, 1.0) * 255.0 + 0.5) as u8);
+            }
+        }
+    }
+    Raster::from_u8(w, h, 3, v).unwrap()
+}
+
+fn encode(r: &Raster, f: Format) -> Vec<u8> {
+    lucent_codec::encode(&raster_to_image(r.clone(), Default::default()), f, &EncodeOptions::default()).unwrap()
+}
+
+fn expected_counts() -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/face_counts.toml")).unwrap();
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("name = count");
+            (k.trim().trim_matches('"').to_string(), v.trim().parse().expect("count"))
+        })
+        .collect()
+}
+
+fn luma(r: &Raster, x: usize, y: usize) -> f32 {
+    255.0 * (0.299 * r.get(x, y, 0) + 0.587 * r.get(x, y, 1) + 0.114 * r.get(x, y, 2))
+}
+
+#[test]
+fn detector_finds_every_face_in_the_whole_pictures() {
+    need_data!();
+    let e = engine();
+    let expected = expected_counts();
+    assert_eq!(expected.len(), 4);
+    for (name, n) in expected {
+        let img = load(&format!("whole/{name}"));
+        let faces = e.detect_faces(img.as_ref(), &Cancel::new()).unwrap();
+        let desc: Vec<String> = faces
+            .iter()
+            .map(|f| format!("({:.0},{:.0} {:.0}x{:.0} s={:.3})", f.x0, f.y0, f.width(), f.height(), f.score))
+            .collect();
+        println!("{name} {}x{}: {} faces {}", img.width, img.height, faces.len(), desc.join(" "));
+        assert_eq!(faces.len(), n, "{name}: {desc:?}");
+        for f in &faces {
+            assert!(f.score > lucent_engine::face::detect::FACE_SCORE_MIN && f.width() >= 8.0 && f.height() >= 8.0, "{name}: {f:?}");
+            // Landmarks (eyes, nose, mouth) lie inside the box.
+            for [x, y] in f.landmarks {
+                assert!(x >= f.x0 - 1.0 && x <= f.x1 + 1.0 && y >= f.y0 - 1.0 && y <= f.y1 + 1.0, "{name}: {f:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn detector_finds_one_big_face_in_each_aligned_crop() {
+    need_data!();
+    let e = engine();
+    let mut names: Vec<_> = std::fs::read_dir(faces_dir().join("cropped")).unwrap().map(|d| d.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names.len(), 12);
+    let mut min_cover = f32::MAX;
+    for n in names {
+        let n = n.to_string_lossy().to_string();
+        let img = load(&format!("cropped/{n}"));
+        let faces = e.detect_faces(img.as_ref(), &Cancel::new()).unwrap();
+        assert_eq!(faces.len(), 1, "{n}: {faces:?}");
+        let f = &faces[0];
+        let (w, h) = (img.width as f32, img.height as f32);
+        // The box covers most of the picture's width and height and sits in its middle.
+        let cover = (f.width() / w).min(f.height() / h);
+        min_cover = min_cover.min(cover);
+        println!("{n}: box {:.0},{:.0} {:.0}x{:.0} score {:.3} cover {:.2}", f.x0, f.y0, f.width(), f.height(), f.score, cover);
+        assert!(cover >= 0.5, "{n}: {f:?}");
+        assert!((f.cx() / w - 0.5).abs() < 0.15 && (f.cy() / h - 0.5).abs() < 0.2, "{n}: {f:?}");
+    }
+    println!("smallest box side / picture side over the 12 crops: {min_cover:.2}");
+}
+
+/// Seam check on a real face: face_2x's output O against its base B (= general_2x on the same
+/// input, the same network at the same scale). Per pixel, the luma gradient of an image I is
+/// g_I(p) = max(|I(p+x) - I(p)|, |I(p+y) - I(p)|) (0..255), and the face path's change is
+/// D = O - B (luma). Over the union mask M (max of the faces' masks) the feather ring is
+/// R = {0 < M < 1} and the face core is F = {M = 1}. No seam means:
+///   max_R g_O <= max_F g_O   and   max_R g_D <= max_F g_D
+/// (nothing changes across the mask border faster than it changes inside the face). The same
+/// measure on a hard-edged blend (the face pasted where M >= 0.5) must be worse, which shows the
+/// measure sees seams.
+#[test]
+fn face_blend_has_no_seam() {
+    need_data!();
+    let e = engine();
+    // One face of 01.jpg with its context.
+    let src = crop(&load("whole/01.jpg"), 0, 20, 110, 110);
+    let m = catalog::lookup(Kind::Photo, "face_2x").unwrap();
+    let out = e.run_pipeline(m, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let base = e.run_pipeline(catalog::lookup(Kind::Photo, "general_2x").unwrap(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let faces = e.detect_faces(src.as_ref(), &Cancel::new()).unwrap();
+    assert!(!faces.is_empty(), "the test crop must hold a face");
+    let (w, h) = (out.width, out.height);
+    let masks: Vec<FaceMask> = faces.iter().map(|f| FaceMask::new(f, 2.0)).collect();
+    let mask = |x: usize, y: usize| masks.iter().map(|k| k.at(x, y)).fold(0f32, f32::max);
+    let d = |x: usize, y: usize| luma(&out, x, y) - luma(&base, x, y);
+    // Hard blend: recover the face network's pixels where M >= 0.5 (O = B + M (F - B)).
+    let hard = |x: usize, y: usize| {
+        let k = mask(x, y);
+        if k >= 0.5 { d(x, y) / k } else { 0.0 }
+    };
+    let grad = |f: &dyn Fn(usize, usize) -> f32, x: usize, y: usize| (f(x + 1, y) - f(x, y)).abs().max((f(x, y + 1) - f(x, y)).abs());
+    let (mut ring_o, mut core_o, mut ring_d, mut core_d, mut ring_h) = (0f32, 0f32, 0f32, 0f32, 0f32);
+    let (mut n_ring, mut n_core) = (0, 0);
+    let lo = |x: usize, y: usize| luma(&out, x, y);
+    for y in 0..h - 1 {
+        for x in 0..w - 1 {
+            let k = mask(x, y);
+            let go = grad(&lo, x, y);
+            let gd = grad(&d, x, y);
+            if k >= 1.0 {
+                core_o = core_o.max(go);
+                core_d = core_d.max(gd);
+                n_core += 1;
+            } else if k > 0.0 {
+                ring_o = ring_o.max(go);
+                ring_d = ring_d.max(gd);
+                ring_h = ring_h.max(grad(&hard, x, y));
+                n_ring += 1;
+            }
+        }
+    }
+    println!(
+        "faces {} | ring {n_ring} px, core {n_core} px | output gradient: ring max {ring_o:.1}, core max {core_o:.1} | change D: ring max {ring_d:.1}, core max {core_d:.1}, hard-edge ring max {ring_h:.1}",
+        faces.len()
+    );
+    assert!(n_ring > 100 && n_core > 100);
+    assert!(ring_o <= core_o, "output gradient on the mask border {ring_o} > inside the face {core_o}");
+    assert!(ring_d <= core_d, "change gradient on the mask border {ring_d} > inside the face {core_d}");
+    assert!(ring_h > ring_d, "a hard edge ({ring_h}) must measure worse than the feathered blend ({ring_d})");
+    // Outside every mask the output is the base, bit for bit.
+    for y in 0..h {
+        for x in 0..w {
+            if mask(x, y) == 0.0 {
+                for c in 0..3 {
+                    assert_eq!(out.get(x, y, c), base.get(x, y, c), "({x},{y})");
+                }
+            }
+        }
+    }
+}
+
+fn opts(model: &str, format: &str) -> EnhanceOptions {
+    EnhanceOptions { model: model.into(), format: format.into(), ..Default::default() }
+}
+
+/// Every photo face/portrait name: output exactly input x scale, png and jpg out, on an input with
+/// a face (the face path runs) and alpha kept through it.
+#[test]
+fn face_models_output_sizes_formats_and_alpha() {
+    need_data!();
+    let e = engine();
+    // 01.jpg downscaled so one face is ~20 px: cheap for the GAN, still found by the detector.
+    let small = resized(&crop(&load("whole/01.jpg"), 0, 20, 110, 110), 48, 48);
+    let jpg = encode(&small, Format::Jpeg);
+    assert_eq!(e.detect_faces(small.as_ref(), &Cancel::new()).unwrap().len(), 1);
+    // The same picture with a varying alpha plane (RGBA PNG).
+    let Samples::U8(rgb) = &small.samples else { panic!() };
+    let mut rgba = Vec::new();
+    for (i, p) in rgb.chunks(3).enumerate() {
+        rgba.extend_from_slice(p);
+        rgba.push((40 + (i % 48) * 4) as u8);
+    }
+    let rgba = Raster::from_u8(48, 48, 4, rgba).unwrap();
+    let png_rgba = encode(&rgba, Format::Png);
+    let names: Vec<_> = catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo && m.pipeline == Pipeline::Face).collect();
+    assert_eq!(names.len(), 7, "face_2x/4x, face_v2_2x/4x, generative_portrait_1x/2x/4x");
+    for (i, m) in names.iter().enumerate() {
+        assert!(m.available(), "{}", m.name);
+        let s = m.scale as u32;
+        // Alternate input/output formats; the first model also gets the alpha input.
+        let (input, fmt) = if i % 2 == 0 { (&png_rgba, "jpg") } else { (&jpg, "png") };
+        let out = e.enhance(input, &opts(m.name, fmt), &Cancel::new(), &|_| {}).unwrap();
+        assert_eq!((out.width, out.height), (48 * s, 48 * s), "{}", m.name);
+        let p = lucent_codec::probe(&out.data).unwrap();
+        assert_eq!((p.width, p.height), (out.width, out.height), "{}", m.name);
+        assert_eq!(out.format, if fmt == "jpg" { "jpg" } else { "png" });
+        if i == 0 || i == 2 {
+            // Alpha input to png output keeps the alpha plane: exactly the base pipeline's.
+            let out = e.enhance(&png_rgba, &opts(m.name, "png"), &Cancel::new(), &|_| {}).unwrap();
+            let o = image_to_raster(lucent_codec::decode(&out.data, &Default::default()).unwrap()).unwrap().0;
+            assert_eq!(o.channels, 4, "{}", m.name);
+            let g = e.run_pipeline(catalog::lookup(Kind::Photo, &format!("general_{s}x")).unwrap(), rgba.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+            for y in 0..o.height {
+                for x in 0..o.width {
+                    assert_eq!(o.get(x, y, 3), g.get(x, y, 3), "{} alpha at ({x},{y})", m.name);
+                }
+            }
+        }
+        println!("{}: {}x{} {} ok ({:.0} ms)", m.name, out.width, out.height, fmt, out.ms);
+    }
+    // The generative portrait ignores DPI (generative category), the face models honour it.
+    for (name, want) in [("face_2x", Some(300.0)), ("generative_portrait_1x", None)] {
+        let o = EnhanceOptions { dpi: Some(300.0), ..opts(name, "png") };
+        let out = e.enhance(&jpg, &o, &Cancel::new(), &|_| {}).unwrap();
+        let meta = lucent_codec::decode(&out.data, &Default::default()).unwrap().meta;
+        let dpi = meta.dpi.map(|d| d.0.round());
+        match want {
+            Some(v) => assert_eq!(dpi, Some(v), "{name}"),
+            None => assert_ne!(dpi, Some(300.0), "{name}"),
+        }
+    }
+}
+
+/// A prior plugged into the hook replaces the face network on every face crop.
+#[test]
+fn face_prior_hook_is_used() {
+    need_data!();
+    struct Flat;
+    impl FacePrior for Flat {
+        fn name(&self) -> &str {
+            "flat-test-prior"
+        }
+        fn size(&self) -> usize {
+            32
+        }
+        fn restore(&self, face: &Rgb, lm: &[[f32; 2]; 5], _c: &Cancel) -> Result<Rgb> {
+            assert_eq!((face.w, face.h), (32, 32));
+            assert!(lm.iter().all(|&[x, y]| (0.0..32.0).contains(&x) && (0.0..32.0).contains(&y)), "{lm:?}");
+            let mut o = Rgb::new(32, 32);
+            o.data.iter_mut().enumerate().for_each(|(i, v)| *v = if i < 1024 { 1.0 } else { 0.0 });
+            Ok(o)
+        }
+    }
+    let e = engine();
+    let src = resized(&crop(&load("whole/01.jpg"), 0, 20, 110, 110), 48, 48);
+    let faces = e.detect_faces(src.as_ref(), &Cancel::new()).unwrap();
+    assert_eq!(faces.len(), 1);
+    let m = catalog::lookup(Kind::Photo, "face_2x").unwrap();
+    let out = e.run_face_with(m, src.as_ref(), Some(&Flat), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let (cx, cy) = ((faces[0].cx() * 2.0) as usize, (faces[0].cy() * 2.0) as usize);
+    assert_eq!([out.get(cx, cy, 0), out.get(cx, cy, 1), out.get(cx, cy, 2)], [1.0, 0.0, 0.0], "pure red from the prior");
+}
+
+#[test]
+fn face_styles_match_the_catalog() {
+    for m in catalog::CATALOG {
+        let st = face::style(m.kind, m.name);
+        assert_eq!(st.is_some(), m.pipeline == Pipeline::Face, "{}", m.name);
+        if let Some(st) = st {
+            assert_eq!(m.networks, &[st.base, st.face_net, "face/retinaface-slim"], "{}", m.name);
+            assert!(model_dir().join(format!("{}.param", st.face_net)).exists() || !have_data());
+        }
+    }
+    // The whole mask stays inside the crop the face network ran on.
+    let f = FaceBox { x0: 10.0, y0: 10.0, x1: 30.0, y1: 34.0, score: 1.0, landmarks: [[0.0; 2]; 5] };
+    assert!(face_region(&f, 100, 100).is_some());
+}
+
+/// Jittered per-frame detections of a real face: the tracker's boxes move less frame to frame than
+/// the raw detections.
+#[test]
+fn tracker_smooths_jittered_detections() {
+    need_data!();
+    let e = engine();
+    let img = load("whole/01.jpg");
+    // 12 frames: a 200x150 window over the picture shifted by a pseudo-random jitter of up to
+    // +-3 px (camera shake); boxes mapped back to picture coordinates, so the truth is static.
+    let mut seed = 12345u32;
+    let mut rnd = || {
+        seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
+        ((seed >> 16) % 7) as usize
+    };
+    let mut raw: Vec<Vec<FaceBox>> = Vec::new();
+    let mut smooth: Vec<Vec<FaceBox>> = Vec::new();
+    let mut t = FaceTracker::new();
+    for _ in 0..12 {
+        let (dx, dy) = (20 + rnd(), 15 + rnd());
+        let f = crop(&img, dx, dy, 200, 150);
+        let dets = e.detect_faces(f.as_ref(), &Cancel::new()).unwrap();
+        // The tracker works in frame coordinates; convert both to picture coordinates.
+        let shift = |b: &FaceBox| FaceBox { x0: b.x0 + dx as f32, x1: b.x1 + dx as f32, y0: b.y0 + dy as f32, y1: b.y1 + dy as f32, ..*b };
+        // Feed the tracker detections in picture coordinates (a static scene with jittery boxes).
+        let pic: Vec<FaceBox> = dets.iter().map(shift).collect();
+        let tr = t.update(248, 189, &pic);
+        raw.push(pic);
+        smooth.push(tr.iter().map(|x| x.face).collect());
+    }
+    // Frame-to-frame motion of each face: match by nearest centre.
+    let motion = |seq: &Vec<Vec<FaceBox>>| {
+        let mut sum = 0f32;
+        let mut n = 0;
+        for w in seq.windows(2) {
+            for a in &w[1] {
+                if let Some(b) = w[0].iter().min_by(|p, q| {
+                    let d = |z: &FaceBox| (z.cx() - a.cx()).hypot(z.cy() - a.cy());
+                    d(p).total_cmp(&d(q))
+                }) {
+                    sum += (a.cx() - b.cx()).abs() + (a.cy() - b.cy()).abs() + (a.width() - b.width()).abs() + (a.height() - b.height()).abs();
+                    n += 1;
+                }
+            }
+        }
+        sum / n.max(1) as f32
+    };
+    let (mr, ms) = (motion(&raw), motion(&smooth));
+    println!("mean frame-to-frame box change (px, |dcx|+|dcy|+|dw|+|dh|): raw {mr:.2}, smoothed {ms:.2}");
+    assert!(raw.iter().all(|r| r.len() >= 3), "most faces of the shaken picture are found");
+    assert!(mr > 0.5, "the detections do jitter");
+    assert!(ms < 0.6 * mr, "smoothing must remove most of the jitter: raw {mr}, smoothed {ms}");
+}
+
+/// Video face models: output size, carry-over of the tracker between batches.
+#[test]
+fn video_face_models_enhance_frames() {
+    need_data!();
+    let e = engine();
+    let frame = resized(&crop(&load("whole/01.jpg"), 0, 20, 110, 110), 40, 40);
+    let Samples::U8(f) = &frame.samples else { panic!() };
+    let frames: Vec<u8> = f.iter().chain(f.iter()).copied().collect();
+    for (name, s) in [("face_soft_2x", 2), ("portrait_restore_1x", 1), ("portrait_restore_2x", 2)] {
+        let (out, w, h) = e.enhance_frames(&frames, 40, 40, 2, name, &Cancel::new()).unwrap();
+        assert_eq!((w, h, out.len()), (40 * s, 40 * s, 2 * 40 * s * 40 * s * 3), "{name}");
+        // Two identical frames of a face seen from the first frame on: identical outputs.
+        assert_eq!(out[..out.len() / 2], out[out.len() / 2..], "{name}");
+    }
+    // The tracker state survives a round trip between batches and changes the second batch only
+    // through the carried tracks.
+    let mut t = FaceTracker::new();
+    let (a, _, _) = e.enhance_frames_tracked(f, 40, 40, 1, "face_soft_2x", &mut t, &Cancel::new()).unwrap();
+    assert_eq!(t.frames(), 1);
+    let mut t2 = FaceTracker::from_bytes(&t.to_bytes()).unwrap();
+    let (b, _, _) = e.enhance_frames_tracked(f, 40, 40, 1, "face_soft_2x", &mut t2, &Cancel::new()).unwrap();
+    assert_eq!(t2.frames(), 2);
+    assert_eq!(a, b, "a static face keeps its full-weight restoration across batches");
+    // Without a face the base pipeline is all there is: compare with general_restore_2x.
+    let blank = vec![128u8; 40 * 40 * 3];
+    let (x, _, _) = e.enhance_frames(&blank, 40, 40, 1, "face_soft_2x", &Cancel::new()).unwrap();
+    let (y, _, _) = e.enhance_frames(&blank, 40, 40, 1, "general_restore_2x", &Cancel::new()).unwrap();
+    assert_eq!(x, y);
+}
