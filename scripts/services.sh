@@ -2,7 +2,8 @@
 # Starts the scale-out services on loopback for tests/CI, idempotently, and prints the environment to export:
 #   Redis       127.0.0.1:${LUCENT_SVC_REDIS_PORT:-6390}  (redis-server, Debian package `redis-server`)
 #   PostgreSQL  127.0.0.1:${LUCENT_SVC_PG_PORT:-5433}     (a private cluster in $DIR/pg, Debian package `postgresql`)
-#   S3          127.0.0.1:${LUCENT_SVC_S3_PORT:-9000}     (moto's S3 server, PyPI `moto[server]`), bucket `lucent`
+#   S3          127.0.0.1:${LUCENT_SVC_S3_PORT:-9000}     (moto's S3 server when installed, else s3rver from npm),
+#                                                    bucket `lucent`
 # State lives in ${LUCENT_SERVICES_DIR:-/tmp/lucent-services}. Running it again reuses what is already up.
 #   eval "$(scripts/services.sh)"      # start (or reuse) and export LUCENT_DATABASE_URL, LUCENT_REDIS_URL, LUCENT_S3_*
 #   scripts/services.sh stop           # stops the three services started here
@@ -76,21 +77,48 @@ start_pg() {
 
 s3_up() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$S3_PORT/" 2>/dev/null; }
 
+# The S3 server: moto (PyPI `moto[server]`) when it is on PATH, else s3rver (npm) installed under $DIR, else moto
+# installed from PyPI (plain pip, else a venv in $DIR). Its kind is recorded in $DIR/s3.kind (credentials differ).
+find_moto() {
+  if command -v moto_server >/dev/null; then command -v moto_server; return 0; fi
+  [ -x "$DIR/venv/bin/moto_server" ] && { echo "$DIR/venv/bin/moto_server"; return 0; }
+  return 1
+}
+
+install_s3() {
+  find_moto >/dev/null && return 0
+  [ -x "$DIR/s3rver/node_modules/.bin/s3rver" ] && return 0
+  # no moto yet: s3rver from npm installs in seconds; moto from PyPI (plain pip, else a venv) is the fallback
+  if command -v npm >/dev/null; then
+    log "installing s3rver from npm"
+    mkdir -p "$DIR/s3rver"
+    npm install --prefix "$DIR/s3rver" --no-audit --no-fund --loglevel=error s3rver >&2 && return 0
+  fi
+  log "installing moto[server] from PyPI"
+  if { command -v pip3 >/dev/null && pip3 install -q 'moto[server]' >&2; } && hash -r && find_moto >/dev/null; then return 0; fi
+  if python3 -m venv "$DIR/venv" >&2 && "$DIR/venv/bin/pip" install -q 'moto[server]' >&2; then return 0; fi
+  fail "could not install an S3 server (s3rver from npm or moto from PyPI)"
+}
+
 start_s3() {
   if ! s3_up; then
-    if ! command -v moto_server >/dev/null; then
-      log "installing moto[server] from PyPI"
-      pip3 install -q 'moto[server]' >&2 || python3 -m pip install -q 'moto[server]' >&2 || fail "pip install moto[server] failed"
-      hash -r
+    install_s3
+    local moto
+    if moto=$(find_moto); then
+      echo moto >"$DIR/s3.kind"
+      nohup "$moto" -H 127.0.0.1 -p "$S3_PORT" >"$DIR/s3.log" 2>&1 9>&- &
+    else
+      echo s3rver >"$DIR/s3.kind"
+      mkdir -p "$DIR/s3rver/data"
+      nohup "$DIR/s3rver/node_modules/.bin/s3rver" -d "$DIR/s3rver/data" -a 127.0.0.1 -p "$S3_PORT" --configure-bucket "$BUCKET" \
+        >"$DIR/s3.log" 2>&1 9>&- &
     fi
-    command -v moto_server >/dev/null || fail "moto_server not on PATH after install"
-    nohup moto_server -H 127.0.0.1 -p "$S3_PORT" >"$DIR/s3.log" 2>&1 9>&- &
     echo $! >"$DIR/s3.pid"
     for _ in $(seq 100); do s3_up && break; sleep 0.2; done
-    s3_up || fail "moto_server did not start (see $DIR/s3.log)"
+    s3_up || fail "the S3 server did not start (see $DIR/s3.log)"
   fi
-  # moto accepts unsigned requests: create the bucket (200 when created, 409 when it exists)
-  curl -s -o /dev/null -m 5 -X PUT "http://127.0.0.1:$S3_PORT/$BUCKET" || true
+  # moto accepts unsigned requests: create the bucket (s3rver created it at start)
+  [ "$(cat "$DIR/s3.kind" 2>/dev/null)" = s3rver ] || curl -s -o /dev/null -m 5 -X PUT "http://127.0.0.1:$S3_PORT/$BUCKET" || true
 }
 
 if [ "${1:-start}" = stop ]; then
@@ -105,13 +133,16 @@ fi
   start_s3
 ) 9>"$DIR/lock"
 
+# s3rver has fixed credentials; moto accepts any
+S3_KEY=test
+[ "$(cat "$DIR/s3.kind" 2>/dev/null)" = s3rver ] && S3_KEY=S3RVER
 cat <<EOF
 export LUCENT_REDIS_URL=redis://127.0.0.1:$REDIS_PORT
 export LUCENT_DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/lucent
 export LUCENT_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 export LUCENT_S3_BUCKET=$BUCKET
 export LUCENT_S3_REGION=us-east-1
-export LUCENT_S3_ACCESS_KEY_ID=test
-export LUCENT_S3_SECRET_ACCESS_KEY=test
+export LUCENT_S3_ACCESS_KEY_ID=$S3_KEY
+export LUCENT_S3_SECRET_ACCESS_KEY=$S3_KEY
 export LUCENT_S3_FORCE_PATH_STYLE=1
 EOF
