@@ -2,6 +2,7 @@
  * Prometheus metrics (prom-client, one registry per app). Each process exposes what it sees at GET /metrics:
  * - lucent_queue_depth{state}            waiting / active / delayed / failed (shared queue: same on every process)
  * - lucent_job_duration_seconds{model,status}  run time of jobs this process ran (worker / all roles)
+ * - lucent_job_latency_seconds{model}     submission -> COMPLETED (queue wait included) of jobs this process completed
  * - lucent_jobs_total{model,status}      jobs this process finished (COMPLETED / ERROR / RETRY)
  * - lucent_workers{backend}              live workers (registry) ; lucent_worker_concurrency / lucent_worker_running
  * - lucent_worker_utilisation            sum(running) / sum(concurrency) over live workers (0..1)
@@ -23,6 +24,7 @@ export class Metrics {
   readonly registry = new Registry()
   readonly jobDuration: Histogram<'model' | 'status'>
   readonly jobs: Counter<'model' | 'status'>
+  readonly jobLatency: Histogram<'model'>
   readonly fetchErrors: Counter<'kind'>
   readonly coinsDebited: Counter
   readonly submitted: Counter<'kind'>
@@ -70,6 +72,10 @@ export class Metrics {
       name: 'lucent_job_duration_seconds', help: 'Job run time on this process by model and outcome', labelNames: ['model', 'status'], registers,
       buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800],
     })
+    this.jobLatency = new Histogram({
+      name: 'lucent_job_latency_seconds', help: 'Submission to completion (queue wait + run) by model', labelNames: ['model'], registers,
+      buckets: [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600],
+    })
     this.jobs = new Counter({ name: 'lucent_jobs_total', help: 'Jobs finished by this process', labelNames: ['model', 'status'], registers })
     this.fetchErrors = new Counter({ name: 'lucent_fetch_errors_total', help: 'User URLs that could not be fetched', labelNames: ['kind'], registers })
     this.coinsDebited = new Counter({ name: 'lucent_coins_debited_total', help: 'Coins debited at submission', registers })
@@ -107,6 +113,7 @@ export class Metrics {
           const status = threw || job.status === 'CONVERTING' ? 'RETRY' : job.status
           this.jobDuration.observe({ model: job.model, status }, s)
           this.jobs.inc({ model: job.model, status })
+          if (!threw && job.status === 'COMPLETED' && job.completedAt) this.jobLatency.observe({ model: job.model }, Math.max(0, job.completedAt - job.createdAt) / 1000)
         }
       }
     }

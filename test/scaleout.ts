@@ -217,6 +217,7 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   t.match(m0.body, /lucent_workers\{backend="cpu"\} [12]/)
   const wm = await getJson(`${workers[1].base}/metrics`)
   t.ok(metric(wm.body, 'lucent_job_duration_seconds_count\\{model="general_2x",status="COMPLETED"\\}') >= JOBS / 2, 'surviving worker ran at least half the jobs')
+  t.ok(metric(wm.body, 'lucent_job_latency_seconds_count\\{model="general_2x"\\}') >= JOBS / 2, 'end-to-end latency by model')
   t.comment(`total ${((Date.now() - t0) / 1000).toFixed(1)} s`)
 
   // graceful stop
