@@ -101,6 +101,9 @@ pub enum Pipeline {
     /// model's scale is below the network's, area-average (box) downscale by the integer factor
     /// `net_scale / scale` (inside each tile, so nothing full-size is ever held in float).
     TiledSr,
+    /// Face / portrait models: base network on the whole picture + detected faces enhanced by a
+    /// face network and blended in with feathered masks (face/mod.rs; style per name there).
+    Face,
     /// Not implemented in this build.
     Unavailable,
 }
@@ -109,6 +112,7 @@ impl Pipeline {
     pub fn id(self) -> &'static str {
         match self {
             Pipeline::TiledSr => "tiled_sr",
+            Pipeline::Face => "face",
             Pipeline::Unavailable => "unavailable",
         }
     }
@@ -147,8 +151,15 @@ const GENERAL: &[&str] = &["sr/realesr-general-x4v3"];
 const X4PLUS: &[&str] = &["sr/realesrgan-x4plus"];
 const ANIME_X2: &[&str] = &["sr/realesr-animevideov3-x2"];
 const ANIME_X4: &[&str] = &["sr/realesr-animevideov3-x4"];
+#[allow(dead_code)]
 const NONE: &[&str] = &[];
+// Face/portrait models: base network, face network, detector (face/mod.rs has the styles).
+const FACE_CLEAR: &[&str] = &["sr/realesr-general-x4v3", "sr/realesrgan-x4plus", "face/retinaface-slim"];
+const FACE_PORTRAIT: &[&str] = &["sr/realesrgan-x4plus", "sr/realesrgan-x4plus", "face/retinaface-slim"];
+const FACE_SOFT_VIDEO: &[&str] = &["sr/realesr-animevideov3-x2", "sr/realesr-general-x4v3", "face/retinaface-slim"];
+const PORTRAIT_VIDEO: &[&str] = &["sr/realesr-animevideov3-x2", "sr/realesrgan-x4plus", "face/retinaface-slim"];
 
+#[allow(dead_code)]
 const NO_FACE_PRIOR: &str =
     "needs a face-restoration prior (GFPGAN/CodeFormer/GPEN class), none is available in this deployment";
 const NOT_YET: &str = "not implemented in this build yet";
@@ -172,10 +183,26 @@ macro_rules! m {
 /// The catalog (photo models first, then video models, API order).
 pub static CATALOG: &[ModelInfo] = &[
     // ---- photo: enhancement and denoise
-    m!("face_2x", Photo, 2, Enhance, "Face Clear 2x: face restoration", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("face_4x", Photo, 4, Enhance, "Face Clear 4x: face restoration", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("face_v2_2x", Photo, 2, Enhance, "Face Natural 2x: face restoration", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("face_v2_4x", Photo, 4, Enhance, "Face Natural 4x: face restoration", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
+    m!(
+        "face_2x", Photo, 2, Enhance,
+        "Face Clear 2x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) re-done with Real-ESRGAN x4plus, full strength, feathered blend (no face prior)",
+        FACE_CLEAR, Face, 24, None
+    ),
+    m!(
+        "face_4x", Photo, 4, Enhance,
+        "Face Clear 4x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) re-done with Real-ESRGAN x4plus, full strength, feathered blend (no face prior)",
+        FACE_CLEAR, Face, 24, None
+    ),
+    m!(
+        "face_v2_2x", Photo, 2, Enhance,
+        "Face Natural 2x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) get 55% Real-ESRGAN x4plus over the base, feathered blend (no face prior)",
+        FACE_CLEAR, Face, 24, None
+    ),
+    m!(
+        "face_v2_4x", Photo, 4, Enhance,
+        "Face Natural 4x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) get 55% Real-ESRGAN x4plus over the base, feathered blend (no face prior)",
+        FACE_CLEAR, Face, 24, None
+    ),
     m!(
         "general_2x", Photo, 2, Enhance,
         "General Enhance 2x: Real-ESRGAN general x4v3 (compact), then 2x2 area-average downscale",
@@ -191,9 +218,21 @@ pub static CATALOG: &[ModelInfo] = &[
     m!("sharpen_denoise_1x", Photo, 1, Enhance, "Sharp Denoise 1x (FFDNet planned)", &["denoise/FFDNet_Clip_color"], Unavailable, 0, Some(NOT_YET)),
     m!("detail_denoise_1x", Photo, 1, Enhance, "Detail Denoise 1x (DnCNN planned)", &["denoise/CDnCNN-B_color_blind"], Unavailable, 0, Some(NOT_YET)),
     // ---- photo: generative
-    m!("generative_portrait_1x", Photo, 1, Generative, "Generative Portrait 1x", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("generative_portrait_2x", Photo, 2, Generative, "Generative Portrait 2x", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("generative_portrait_4x", Photo, 4, Generative, "Generative Portrait 4x", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
+    m!(
+        "generative_portrait_1x", Photo, 1, Generative,
+        "Generative Portrait 1x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend, 4x4 area-average down (no face prior)",
+        FACE_PORTRAIT, Face, 64, None
+    ),
+    m!(
+        "generative_portrait_2x", Photo, 2, Generative,
+        "Generative Portrait 2x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend, 2x2 area-average down (no face prior)",
+        FACE_PORTRAIT, Face, 64, None
+    ),
+    m!(
+        "generative_portrait_4x", Photo, 4, Generative,
+        "Generative Portrait 4x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend (no face prior)",
+        FACE_PORTRAIT, Face, 64, None
+    ),
     m!(
         "generative_1x", Photo, 1, Generative,
         "Generative Enhance 1x: Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale to the input size",
@@ -210,9 +249,21 @@ pub static CATALOG: &[ModelInfo] = &[
         X4PLUS, TiledSr, 64, None
     ),
     // ---- video
-    m!("face_soft_2x", Video, 2, Enhance, "Face Soft 2x (video)", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("portrait_restore_1x", Video, 1, Enhance, "Portrait Restore 1x (video)", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
-    m!("portrait_restore_2x", Video, 2, Enhance, "Portrait Restore 2x (video)", NONE, Unavailable, 0, Some(NO_FACE_PRIOR)),
+    m!(
+        "face_soft_2x", Video, 2, Enhance,
+        "Face Soft 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 60% Real-ESRGAN general x4v3, feathered blend (no face prior)",
+        FACE_SOFT_VIDEO, Face, 16, None
+    ),
+    m!(
+        "portrait_restore_1x", Video, 1, Enhance,
+        "Portrait Restore 1x (video): Real-ESRGAN animevideov3 x2 + 2x2 area-average down per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN x4plus, feathered blend (no face prior)",
+        PORTRAIT_VIDEO, Face, 16, None
+    ),
+    m!(
+        "portrait_restore_2x", Video, 2, Enhance,
+        "Portrait Restore 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN x4plus, feathered blend (no face prior)",
+        PORTRAIT_VIDEO, Face, 16, None
+    ),
     m!(
         "general_restore_1x", Video, 1, Enhance,
         "General Restore 1x (video): Real-ESRGAN animevideov3 x2, then 2x2 area-average downscale",

@@ -326,6 +326,11 @@ impl Engine {
     ) -> Result<(Vec<u8>, usize, usize)> {
         guard("enhance_frames", || {
             let m = catalog::lookup(Kind::Video, model)?;
+            if m.pipeline == Pipeline::Face {
+                // Boxes smoothed within this batch only; to carry the smoothing across the batches
+                // of one video use `enhance_frames_tracked` (face/mod.rs).
+                return self.face_frames(rgb24, w, h, count, m, &mut crate::face::FaceTracker::new(), cancel);
+            }
             let spec = SrSpec::for_model(m)?;
             let frame = w
                 .checked_mul(h)

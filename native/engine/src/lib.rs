@@ -2,6 +2,7 @@
 //! [`Engine`] the napi addon and the bench CLI drive.
 pub mod catalog;
 pub mod engine;
+pub mod face;
 pub mod flops;
 pub mod photo;
 pub mod raster;
