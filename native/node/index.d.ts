@@ -68,6 +68,9 @@ export function probe(data: Buffer): ProbeResult
 export function enhance(data: Buffer, opts: EnhanceOptions, signal?: AbortSignal,
                         onProgress?: (pct: number) => void): Promise<EnhanceResult>
 /** Video path: `count` RGB24 frames of width x height packed in `frames`; returns RGB24 frames at the
- *  network's output size (width*scale x height*scale). */
-export function enhanceFrames(frames: Buffer, opts: { model: string; width: number; height: number; count: number },
-                              signal?: AbortSignal): Promise<{ data: Buffer; width: number; height: number }>
+ *  network's output size (width*scale x height*scale). Face models (face_soft_2x, portrait_restore_*)
+ *  also return `faceState`: pass it as `opts.faceState` with the next batch of the same video so face
+ *  boxes stay smoothed across batches (omit it for a video's first batch). */
+export function enhanceFrames(frames: Buffer,
+                              opts: { model: string; width: number; height: number; count: number; faceState?: Buffer },
+                              signal?: AbortSignal): Promise<{ data: Buffer; width: number; height: number; faceState?: Buffer }>

@@ -111,6 +111,9 @@ pub struct FramesOptions {
     pub width: u32,
     pub height: u32,
     pub count: u32,
+    /// Face models: the `faceState` of the previous batch of the same video (omit for its first
+    /// batch), so face boxes stay smoothed across batches. Ignored by the other models.
+    pub face_state: Option<Buffer>,
 }
 
 #[napi(object)]
@@ -118,6 +121,8 @@ pub struct FramesResult {
     pub data: Buffer,
     pub width: u32,
     pub height: u32,
+    /// Face models only: opaque face-tracker state to pass as `faceState` with the next batch.
+    pub face_state: Option<Buffer>,
 }
 
 fn info_of(e: &Engine) -> EngineInfo {
@@ -293,12 +298,13 @@ pub struct FramesTask {
     w: usize,
     h: usize,
     count: usize,
+    face_state: Option<Vec<u8>>,
     cancel: Cancel,
     err: Option<lucent_core::Error>,
 }
 
 impl Task for FramesTask {
-    type Output = (Vec<u8>, usize, usize);
+    type Output = (Vec<u8>, usize, usize, Option<Vec<u8>>);
     type JsValue = FramesResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
@@ -310,7 +316,16 @@ impl Task for FramesTask {
                 return Err(napi::Error::from_reason(m));
             }
         };
-        let r = engine.enhance_frames(&self.data, self.w, self.h, self.count, &self.model, &self.cancel);
+        let face_model = lucent_engine::face::style(lucent_engine::Kind::Video, &self.model).is_some();
+        let r = if face_model {
+            lucent_engine::face::FaceTracker::from_bytes(self.face_state.as_deref().unwrap_or(&[])).and_then(|mut t| {
+                let (d, w, h) =
+                    engine.enhance_frames_tracked(&self.data, self.w, self.h, self.count, &self.model, &mut t, &self.cancel)?;
+                Ok((d, w, h, Some(t.to_bytes())))
+            })
+        } else {
+            engine.enhance_frames(&self.data, self.w, self.h, self.count, &self.model, &self.cancel).map(|(d, w, h)| (d, w, h, None))
+        };
         self.data = Vec::new();
         r.map_err(|e| {
             let m = e.message.clone();
@@ -320,7 +335,7 @@ impl Task for FramesTask {
     }
 
     fn resolve(&mut self, _env: Env, o: Self::Output) -> napi::Result<FramesResult> {
-        Ok(FramesResult { data: o.0.into(), width: o.1 as u32, height: o.2 as u32 })
+        Ok(FramesResult { data: o.0.into(), width: o.1 as u32, height: o.2 as u32, face_state: o.3.map(Into::into) })
     }
 
     fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<FramesResult> {
@@ -339,6 +354,7 @@ pub fn enhance_frames_raw(frames: Buffer, opts: FramesOptions, token: Option<&Ca
         w: opts.width as usize,
         h: opts.height as usize,
         count: opts.count as usize,
+        face_state: opts.face_state.map(|b| b.to_vec()),
         cancel: token.map(|t| t.inner.clone()).unwrap_or_default(),
         err: None,
     }))

@@ -32,7 +32,8 @@ test('init, info, catalog', { skip }, () => {
   assert.deepEqual(g4.networks, ['sr/realesr-general-x4v3'])
   assert.equal(g4.available, true)
   assert.equal(cat.find((m) => m.name === 'generative_4x').category, 'generative')
-  assert.equal(cat.find((m) => m.name === 'face_2x').available, false)
+  // Face models run the face pipeline (base net + RetinaFace + face net): available.
+  assert.equal(cat.find((m) => m.name === 'face_2x').available, true)
   assert.ok(cat.some((m) => m.kind === 'video' && m.name === 'general_restore_2x'))
 })
 
@@ -64,7 +65,8 @@ test('error codes: unknown model, corrupt bytes, abort', { skip }, async () => {
   lucent.init({ modelDir, backend: 'cpu' })
   const good = readFileSync(path.join(photos, '0030.jpg'))
   await assert.rejects(lucent.enhance(good, { model: 'nope_4x', format: 'png' }), (e) => e instanceof Error && e.code === 'unknown_model')
-  await assert.rejects(lucent.enhance(good, { model: 'face_2x', format: 'png' }), (e) => e.code === 'unknown_model')
+  // A video-only name is not a photo model.
+  await assert.rejects(lucent.enhance(good, { model: 'face_soft_2x', format: 'png' }), (e) => e.code === 'unknown_model')
   const png = readFileSync(path.join(photos, '00003.png'))
   await assert.rejects(lucent.enhance(png.subarray(0, png.length >> 1), { model: 'general_4x', format: 'png' }), (e) => e.code === 'decode_failed')
   // Already aborted.
