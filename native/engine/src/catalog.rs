@@ -101,6 +101,12 @@ pub enum Pipeline {
     /// model's scale is below the network's, area-average (box) downscale by the integer factor
     /// `net_scale / scale` (inside each tile, so nothing full-size is ever held in float).
     TiledSr,
+    /// SRMD / SRMDNF: RGB + 15 constant maps of the bicubic kernel's PCA code (+ a noise map for
+    /// SRMD), tiled like TiledSr (pipelines/srmd.rs).
+    Srmd,
+    /// Blind 1x denoising: noise level estimated from the image (PCA, Chen et al. 2015), then
+    /// FFDNet-Clip tiled with that sigma (+ a luma unsharp mask for `Sharpen`) (pipelines/denoise.rs).
+    Denoise(DenoiseKind),
     /// Face / portrait models: base network on the whole picture + detected faces enhanced by a
     /// face network and blended in with feathered masks (face/mod.rs; style per name there).
     Face,
@@ -108,10 +114,21 @@ pub enum Pipeline {
     Unavailable,
 }
 
+/// Which denoise model (its measured constants live in pipelines/denoise.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenoiseKind {
+    /// detail_denoise_1x: keeps fine texture.
+    Detail,
+    /// sharpen_denoise_1x: denoise, then unsharp mask on luma.
+    Sharpen,
+}
+
 impl Pipeline {
     pub fn id(self) -> &'static str {
         match self {
             Pipeline::TiledSr => "tiled_sr",
+            Pipeline::Srmd => "srmd",
+            Pipeline::Denoise(_) => "denoise_ffdnet",
             Pipeline::Face => "face",
             Pipeline::Unavailable => "unavailable",
         }
@@ -151,6 +168,9 @@ const GENERAL: &[&str] = &["sr/realesr-general-x4v3"];
 const X4PLUS: &[&str] = &["sr/realesrgan-x4plus"];
 const ANIME_X2: &[&str] = &["sr/realesr-animevideov3-x2"];
 const ANIME_X4: &[&str] = &["sr/realesr-animevideov3-x4"];
+const SRMDNF_X2: &[&str] = &["sr/srmdnf_x2"];
+const SRMDNF_X4: &[&str] = &["sr/srmdnf_x4"];
+const FFDNET_CLIP: &[&str] = &["denoise/ffdnet_clip_color"];
 #[allow(dead_code)]
 const NONE: &[&str] = &[];
 // Face/portrait models: base network, face network, detector (face/mod.rs has the styles).
@@ -162,10 +182,11 @@ const PORTRAIT_VIDEO: &[&str] = &["sr/realesr-animevideov3-x2", "sr/realesrgan-x
 #[allow(dead_code)]
 const NO_FACE_PRIOR: &str =
     "needs a face-restoration prior (GFPGAN/CodeFormer/GPEN class), none is available in this deployment";
+#[allow(dead_code)]
 const NOT_YET: &str = "not implemented in this build yet";
 
 macro_rules! m {
-    ($name:expr, $kind:ident, $scale:expr, $cat:ident, $desc:expr, $nets:expr, $pipe:ident, $margin:expr, $unavail:expr) => {
+    ($name:expr, $kind:ident, $scale:expr, $cat:ident, $desc:expr, $nets:expr, $pipe:ident $(($parg:expr))?, $margin:expr, $unavail:expr) => {
         ModelInfo {
             name: $name,
             kind: Kind::$kind,
@@ -173,7 +194,7 @@ macro_rules! m {
             category: Category::$cat,
             description: $desc,
             networks: $nets,
-            pipeline: Pipeline::$pipe,
+            pipeline: Pipeline::$pipe $(($parg))?,
             tile_margin: $margin,
             unavailable: $unavail,
         }
@@ -213,10 +234,26 @@ pub static CATALOG: &[ModelInfo] = &[
         "General Enhance 4x: Real-ESRGAN general x4v3 (SRVGGNetCompact, blind real-world degradations)",
         GENERAL, TiledSr, 24, None
     ),
-    m!("high_fidelity_2x", Photo, 2, Enhance, "High Fidelity 2x: PSNR-oriented SR (SRMD-NF planned)", &["sr/srmdnf_x2"], Unavailable, 0, Some(NOT_YET)),
-    m!("high_fidelity_4x", Photo, 4, Enhance, "High Fidelity 4x: PSNR-oriented SR (SRMD-NF planned)", &["sr/srmdnf_x4"], Unavailable, 0, Some(NOT_YET)),
-    m!("sharpen_denoise_1x", Photo, 1, Enhance, "Sharp Denoise 1x (FFDNet planned)", &["denoise/FFDNet_Clip_color"], Unavailable, 0, Some(NOT_YET)),
-    m!("detail_denoise_1x", Photo, 1, Enhance, "Detail Denoise 1x (DnCNN planned)", &["denoise/CDnCNN-B_color_blind"], Unavailable, 0, Some(NOT_YET)),
+    m!(
+        "high_fidelity_2x", Photo, 2, Enhance,
+        "High Fidelity 2x: SRMDNF x2 (PSNR-trained, bicubic degradation, no noise map)",
+        SRMDNF_X2, Srmd, 16, None
+    ),
+    m!(
+        "high_fidelity_4x", Photo, 4, Enhance,
+        "High Fidelity 4x: SRMDNF x4 (PSNR-trained, bicubic degradation, no noise map)",
+        SRMDNF_X4, Srmd, 16, None
+    ),
+    m!(
+        "sharpen_denoise_1x", Photo, 1, Enhance,
+        "Sharp Denoise 1x: noise level estimated from the image (PCA), FFDNet-Clip, then a luma unsharp mask",
+        FFDNET_CLIP, Denoise(DenoiseKind::Sharpen), 32, None
+    ),
+    m!(
+        "detail_denoise_1x", Photo, 1, Enhance,
+        "Detail Denoise 1x: noise level estimated from the image (PCA), FFDNet-Clip (texture-keeping sigma)",
+        FFDNET_CLIP, Denoise(DenoiseKind::Detail), 32, None
+    ),
     // ---- photo: generative
     m!(
         "generative_portrait_1x", Photo, 1, Generative,
@@ -279,12 +316,21 @@ pub static CATALOG: &[ModelInfo] = &[
         "General Restore 4x (video): Real-ESRGAN animevideov3 x4 (compact, video-trained)",
         ANIME_X4, TiledSr, 16, None
     ),
-    m!("ultrahd_restore_2x", Video, 2, Enhance, "Ultra HD Restore 2x (video)", NONE, Unavailable, 0, Some(NOT_YET)),
-    m!("generative_1x", Video, 1, Generative, "Generative 1x (video)", NONE, Unavailable, 0, Some(NOT_YET)),
+    m!(
+        "ultrahd_restore_2x", Video, 2, Enhance,
+        "Ultra HD Restore 2x (video): Real-ESRGAN general x4v3, then 2x2 area-average downscale",
+        GENERAL, TiledSr, 24, None
+    ),
+    m!(
+        "generative_1x", Video, 1, Generative,
+        "Generative 1x (video): Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale",
+        X4PLUS, TiledSr, 64, None
+    ),
 ];
 
 /// Look a model up by kind and name. Unknown or unavailable names answer `unknown_model`.
 pub fn lookup(kind: Kind, name: &str) -> Result<&'static ModelInfo> {
+    let name = canonical_name(kind, name);
     match CATALOG.iter().find(|m| m.kind == kind && m.name == name) {
         Some(m) if m.available() => Ok(m),
         Some(m) => Err(Error::new(
@@ -295,7 +341,17 @@ pub fn lookup(kind: Kind, name: &str) -> Result<&'static ModelInfo> {
     }
 }
 
+/// API aliases (compat.md): the suffix-less denoise names.
+pub fn canonical_name(kind: Kind, name: &str) -> &str {
+    match (kind, name) {
+        (Kind::Photo, "sharpen_denoise") => "sharpen_denoise_1x",
+        (Kind::Photo, "detail_denoise") => "detail_denoise_1x",
+        _ => name,
+    }
+}
+
 /// Like [`lookup`] but also returns unavailable entries (for listing / docs).
 pub fn find(kind: Kind, name: &str) -> Option<&'static ModelInfo> {
+    let name = canonical_name(kind, name);
     CATALOG.iter().find(|m| m.kind == kind && m.name == name)
 }

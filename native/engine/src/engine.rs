@@ -291,8 +291,26 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Raster> {
         let m = catalog::lookup(Kind::Photo, model)?;
-        let spec = SrSpec::for_model(m)?;
-        self.run_sr(&spec, src, cancel, progress)
+        self.run_pipeline(m, src, cancel, progress)
+    }
+
+    /// Run any catalog model's pipeline on decoded pixels (output = input x scale, same layout).
+    pub fn run_pipeline(
+        &self,
+        m: &ModelInfo,
+        src: RasterRef<'_>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Raster> {
+        match m.pipeline {
+            Pipeline::TiledSr => self.run_sr(&SrSpec::for_model(m)?, src, cancel, progress),
+            Pipeline::Srmd => self.run_srmd(m, src, cancel, progress),
+            Pipeline::Denoise(kind) => self.run_denoise_model(m, kind, src, cancel, progress),
+            Pipeline::Face => self.run_face_model(m, src, cancel, progress),
+            Pipeline::Unavailable => {
+                Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", m.name)))
+            }
+        }
     }
 
     /// An SR spec for a bare network stem (path relative to the model dir, or absolute, without

@@ -5,11 +5,12 @@ pub mod engine;
 pub mod face;
 pub mod flops;
 pub mod photo;
+pub mod pipelines;
 pub mod raster;
 pub mod resample;
 pub mod tiling;
 
-pub use catalog::{Category, Kind, ModelInfo, PadMode, Pipeline, PrePost, CATALOG};
+pub use catalog::{Category, DenoiseKind, Kind, ModelInfo, PadMode, Pipeline, PrePost, CATALOG};
 pub use engine::{guard, BackendChoice, Engine, EngineOptions, LoadedNet, SrSpec};
 pub use photo::{probe, EnhanceOptions, EnhanceOutput};
 pub use lucent_core::{BackendInfo, Cancel, Code, Error, Result};

@@ -1,8 +1,9 @@
 //! The photo path: decode (with limits) -> model pipeline -> encode, with the API's EXIF / DPI
 //! rules. Codec errors map onto the core's stable codes.
 
-use crate::catalog::{self, Category, Kind};
-use crate::engine::{guard, Engine, SrSpec};
+use crate::catalog::{self, Category, Kind, Pipeline};
+use crate::engine::{guard, Engine};
+use crate::pipelines::orient::{apply_orientation, reset_exif_orientation};
 use crate::raster::{Raster, Samples};
 use lucent_codec::{CodecError, CodecErrorCode, EncodeOptions, Format, Image, Limits, Pixels};
 use lucent_core::{Cancel, Code, Error, Result};
@@ -95,7 +96,9 @@ impl Engine {
     ) -> Result<EnhanceOutput> {
         let t0 = Instant::now();
         let model = catalog::lookup(Kind::Photo, &opts.model)?;
-        let spec = SrSpec::for_model(model)?;
+        if model.pipeline == Pipeline::Unavailable {
+            return Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", model.name)));
+        }
         let format = parse_format(&opts.format)?;
         if let Some(d) = opts.dpi {
             if !(d.is_finite() && d > 0.0 && d <= 1_000_000.0) {
@@ -125,7 +128,16 @@ impl Engine {
         let td = Instant::now();
         let img = lucent_codec::decode(bytes, &limits).map_err(map_codec)?;
         let decode_ms = ms_since(td);
-        let (src, meta) = image_to_raster(img)?;
+        let (src, mut meta) = image_to_raster(img)?;
+        // EXIF orientation: turn the pixels upright, and say so in any EXIF kept.
+        let src = match meta.orientation {
+            Some(o) if (2..=8).contains(&o) => apply_orientation(&src, o)?,
+            _ => src,
+        };
+        meta.orientation = None;
+        if let Some(x) = meta.exif.as_mut() {
+            reset_exif_orientation(x);
+        }
         progress(5);
         cancel.check()?;
 
@@ -133,7 +145,7 @@ impl Engine {
         let mut on_tile = |done: usize, total: usize| {
             progress(5 + (90 * done / total.max(1)) as u32);
         };
-        let out = self.run_sr(&spec, src.as_ref(), cancel, &mut on_tile)?;
+        let out = self.run_pipeline(model, src.as_ref(), cancel, &mut on_tile)?;
         let run_ms = ms_since(tr);
         drop(src);
         cancel.check()?;

@@ -56,6 +56,25 @@ pub fn border_index(i: isize, n: usize, mode: PadMode) -> usize {
     }
 }
 
+/// Per-tile pre/post steps around the network for nets whose input or output is not plain RGB
+/// (extra constant maps, space-to-depth, ...) or that need a per-tile post step with context.
+/// Both steps see the WHOLE tile region (core + margins), so any step whose reach is below the
+/// margin keeps tiled == untiled.
+pub trait TileAdapter {
+    /// Network input from the 3 x rh x rw RGB tile (0..1).
+    fn input(&self, rgb: Tensor) -> Result<Tensor> {
+        Ok(rgb)
+    }
+    /// 3 x (rh * net_scale) x (rw * net_scale) RGB from the network output, for a tile of rw x rh.
+    fn output(&self, out: Tensor, _rw: usize, _rh: usize) -> Result<Tensor> {
+        Ok(out)
+    }
+}
+
+/// The network takes and gives RGB.
+pub struct PlainRgb;
+impl TileAdapter for PlainRgb {}
+
 /// Run `prep` over `src` tile by tile, writing the colour channels of `dst` (alpha is left alone;
 /// see [`crate::resample`]). `dst` must be `src * net_scale / down` in both sides.
 /// `progress(done, total)` is called after each tile.
@@ -67,6 +86,22 @@ pub fn run_tiled(
     src: RasterRef<'_>,
     dst: &mut RasterMut<'_>,
     plan: &TilePlan,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<()> {
+    run_tiled_with(prep, in_blob, out_blob, src, dst, plan, &PlainRgb, cancel, progress)
+}
+
+/// [`run_tiled`] with a [`TileAdapter`] around the network.
+#[allow(clippy::too_many_arguments)]
+pub fn run_tiled_with(
+    prep: &dyn Prepared,
+    in_blob: usize,
+    out_blob: usize,
+    src: RasterRef<'_>,
+    dst: &mut RasterMut<'_>,
+    plan: &TilePlan,
+    adapter: &dyn TileAdapter,
     cancel: &Cancel,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<()> {
@@ -121,9 +156,11 @@ pub fn run_tiled(
                 }
             }
 
+            let input = adapter.input(input)?;
             let mut outs = prep.run(&[(in_blob, &input)], &[out_blob], cancel)?;
             drop(input);
             let out = outs.pop().ok_or_else(|| Error::new(Code::Internal, "network returned no output"))?;
+            let out = adapter.output(out, rw, rh)?;
             if out.c != 3 || out.w != rw * s || out.h != rh * s {
                 return Err(Error::new(
                     Code::ModelInvalid,
