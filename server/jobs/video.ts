@@ -116,6 +116,8 @@ export async function runVideoJob(d: VideoRunnerDeps, job: Job): Promise<void> {
     const batchTimeout = Math.max(60_000, d.jobTimeoutMs)
     let lastWrite = 0
     let lastPct = -1
+    // Opaque face-tracker state of face-aware models (smoothed boxes), carried across frame batches.
+    let faceState: Uint8Array | undefined
     const r = await transcode({
       input: inFile,
       output: outFile,
@@ -134,8 +136,9 @@ export async function runVideoJob(d: VideoRunnerDeps, job: Job): Promise<void> {
       timestamps,
       signal: ac.signal,
       process: async (frames, width, height, count) => {
-        const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count }, batchTimeout, ac.signal)
+        const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count, faceState }, batchTimeout, ac.signal)
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
+        faceState = out.faceState
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height }
       },
       onProgress: (done, total) => {

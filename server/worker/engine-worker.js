@@ -79,7 +79,10 @@ export default async function run(task) {
     try {
       const a = engine()
       const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
-      const r = await a.enhanceFrames(input, { model: task.model, width: task.width, height: task.height, count: task.count }, ac.signal)
+      const opts = { model: task.model, width: task.width, height: task.height, count: task.count }
+      // Face-aware video models: the engine's face-box tracker state, carried from batch to batch.
+      if (task.faceState) opts.faceState = Buffer.from(task.faceState)
+      const r = await a.enhanceFrames(input, opts, ac.signal)
       // The addon's buffer is external memory, which cannot be transferred: one copy into a JS-owned
       // buffer, which then moves to the main thread without another copy.
       const out = new Uint8Array(r.data.byteLength)
@@ -88,7 +91,7 @@ export default async function run(task) {
       // sends the result object with only the frame buffer in the transfer list.
       return Piscina.move({
         [Piscina.transferableSymbol]: out.buffer,
-        [Piscina.valueSymbol]: { ok: true, data: out, width: r.width, height: r.height },
+        [Piscina.valueSymbol]: { ok: true, data: out, width: r.width, height: r.height, faceState: r.faceState ? new Uint8Array(r.faceState) : undefined },
       })
     } catch (e) {
       if (cancelled) return { ok: false, error_code: 'aborted', message: 'cancelled' }

@@ -7,7 +7,7 @@ export type EngineOutcome =
   | { ok: false; error_code: string; message: string }
 
 export type FramesOutcome =
-  | { ok: true; data: Uint8Array; width: number; height: number }
+  | { ok: true; data: Uint8Array; width: number; height: number; faceState?: Uint8Array }
   | { ok: false; error_code: string; message: string }
 
 export interface EnhanceTask { model: string; format: string; exif?: boolean; dpi?: number | null }
@@ -49,7 +49,7 @@ export class EnginePool {
 
   /** Video: `count` packed RGB24 frames through a video catalog model (engine enhanceFrames). The frame
    *  buffer is transferred to the worker (it must own its ArrayBuffer; it is unusable afterwards). */
-  async enhanceFrames(frames: Buffer, t: { model: string; width: number; height: number; count: number }, timeoutMs: number,
+  async enhanceFrames(frames: Buffer, t: { model: string; width: number; height: number; count: number; faceState?: Uint8Array }, timeoutMs: number,
     signal?: AbortSignal): Promise<FramesOutcome> {
     const owned = frames.byteOffset === 0 && frames.byteLength === frames.buffer.byteLength
     const bytes = owned ? new Uint8Array(frames.buffer, 0, frames.byteLength) : new Uint8Array(frames)
