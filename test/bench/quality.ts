@@ -202,12 +202,20 @@ async function enhancePng(bytes: Buffer, model: string): Promise<{ img: Img; ms:
 
 async function srSet(model: string, scale: number, set: string, names?: string[]) {
   const dir = path.join(data, 'sr', set)
-  const all = fs.readdirSync(path.join(dir, 'HR')).filter((f) => f.endsWith('.png')).map((f) => f.slice(0, -4)).sort()
-  const list = names ?? all
+  // Two layouts: HR/NAME.png + LR_bicubic/X{s}/NAMEx{s}.png (Set5), image_SRF_{s}/NAME_SRF_{s}_{HR,LR}.png (Set14).
+  const pairs: Array<[string, string, string]> = fs.existsSync(path.join(dir, 'HR'))
+    ? fs.readdirSync(path.join(dir, 'HR')).filter((f) => f.endsWith('.png')).map((f) => f.slice(0, -4))
+        .map((n) => [n, path.join(dir, 'HR', `${n}.png`), path.join(dir, `LR_bicubic/X${scale}`, `${n}x${scale}.png`)] as [string, string, string])
+    : fs.readdirSync(path.join(dir, `image_SRF_${scale}`)).filter((f) => f.endsWith('_HR.png')).map((f) => {
+        const n = f.slice(0, -7)
+        return [n, path.join(dir, `image_SRF_${scale}`, f), path.join(dir, `image_SRF_${scale}`, `${n}_LR.png`)] as [string, string, string]
+      })
+  pairs.sort((a, b) => a[0].localeCompare(b[0]))
+  const list = names ? pairs.filter((p) => names.includes(p[0])) : pairs
   let p = 0, s = 0, ms = 0
-  for (const n of list) {
-    const hr = decodePng(fs.readFileSync(path.join(dir, 'HR', `${n}.png`)))
-    const lrBytes = fs.readFileSync(path.join(dir, `LR_bicubic/X${scale}`, `${n}x${scale}.png`))
+  for (const [, hrPath, lrPath] of list) {
+    const hr = decodePng(fs.readFileSync(hrPath))
+    const lrBytes = fs.readFileSync(lrPath)
     const out = await enhancePng(lrBytes, model)
     const w = Math.min(out.img.w, hr.w), h = Math.min(out.img.h, hr.h)
     const ya = lumaY(out.img, w, h, scale), yb = lumaY(hr, w, h, scale)
