@@ -6,8 +6,9 @@
 use crate::raster::{RasterMut, RasterRef};
 use lucent_core::{Cancel, Code, Error, Result};
 
+/// Catmull-Rom (a = -0.5) cubic kernel; shared by the alpha resampler and the face path.
 #[inline]
-fn cubic(x: f32) -> f32 {
+pub(crate) fn cubic(x: f32) -> f32 {
     const A: f32 = -0.5;
     let x = x.abs();
     if x <= 1.0 {

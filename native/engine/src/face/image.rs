@@ -3,6 +3,7 @@
 //! by the reduction factor when downscaling (so a downscale averages instead of aliasing).
 
 use crate::raster::{Raster, RasterMut, RasterRef, SamplesMut};
+use crate::resample::cubic;
 use lucent_core::Result;
 
 /// Planar RGB, 0..1 nominal (values outside are allowed until stored).
@@ -85,19 +86,6 @@ pub fn dst_rgb(d: &RasterMut<'_>, x: usize, y: usize) -> [f32; 3] {
     } else {
         let v = g(0);
         [v, v, v]
-    }
-}
-
-#[inline]
-fn cubic(x: f32) -> f32 {
-    const A: f32 = -0.5;
-    let x = x.abs();
-    if x <= 1.0 {
-        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
-    } else {
-        0.0
     }
 }
 
