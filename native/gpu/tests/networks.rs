@@ -1,7 +1,11 @@
 //! Whole networks on the GPU backend against the independent goldens in
 //! native/core/tests/golden (PSNR >= 45 dB), plus the reference on a per-layer basis.
+//! The golden inputs are crops of the evaluation data built at test time (see
+//! native/core/tests/golden/inputs.json); without the data folder those tests print SKIP, unless CI is set.
 
 mod common;
+#[path = "../../core/tests/common/golden_input.rs"]
+mod golden_input;
 use common::{backend, rel_err};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Backend, Cancel, Tensor};
@@ -18,16 +22,10 @@ fn model(stem: &str) -> Net {
     Net::load_stem(&p).unwrap_or_else(|e| panic!("cannot load {}: {e}", p.display()))
 }
 
-fn load_png(path: &Path) -> Tensor {
-    let img = image::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_rgb8();
-    let (w, h) = (img.width() as usize, img.height() as usize);
-    let mut t = Tensor::zeros(3, h, w);
-    for (x, y, p) in img.enumerate_pixels() {
-        for c in 0..3 {
-            t.data[(c * h + y as usize) * w + x as usize] = p[c] as f32 / 255.0;
-        }
-    }
-    t
+/// The golden input `name` as a [3,h,w] tensor of v/255; `None` when the evaluation data is absent.
+fn golden_input(name: &str) -> Option<Tensor> {
+    let gi = golden_input::golden_input(name)?;
+    Some(Tensor::from_vec(3, gi.h, gi.w, gi.chw_f32()))
 }
 
 /// Reflection without repeating the edge (numpy "reflect").
@@ -81,12 +79,12 @@ fn psnr(a: &[u8], b: &[u8]) -> f64 {
 
 fn golden(stem: &str, name: &str, f32_too: bool) {
     let Some(be) = backend() else { return };
+    let Some(input) = golden_input(name) else { return };
     let dir = root().join("native/core/tests/golden");
-    let input = dir.join(format!("{name}_in.png"));
     let refp = dir.join(format!("{name}_ref.png"));
-    assert!(input.exists() && refp.exists(), "golden {name} missing in {}", dir.display());
+    assert!(refp.exists(), "golden {name}_ref.png missing in {}", dir.display());
     let net = Arc::new(model(stem));
-    let x = reflect_pad(&load_png(&input), 10);
+    let x = reflect_pad(&input, 10);
     let want = image::open(&refp).unwrap().to_rgb8().into_raw();
     let (i, o) = (net.blob("data").unwrap(), net.blob("output").unwrap());
     let mut vars = vec![(if be.settings().f16 { "default (f16)" } else { "default (f32)" }, be.clone())];
