@@ -45,7 +45,7 @@ if (!process.env.LUCENT_MODEL_DIR) {
 
 let failed = false
 if (only !== 'js') {
-  const r = await run('cargo', ['test', '--release', '--workspace'])
+  const r = await run('cargo', ['test', '--release', '--workspace', '--no-fail-fast'])
   if (r.code !== 0) failed = true
 }
 if (only !== 'rust') {
