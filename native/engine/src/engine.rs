@@ -350,25 +350,8 @@ impl Engine {
                 return self.face_frames(rgb24, w, h, count, m, &mut crate::face::FaceTracker::new(), cancel);
             }
             let spec = SrSpec::for_model(m)?;
-            let frame = w
-                .checked_mul(h)
-                .and_then(|p| p.checked_mul(3))
-                .filter(|&f| f > 0)
-                .ok_or_else(|| Error::new(Code::InvalidArgument, format!("bad frame size {w}x{h}")))?;
-            if frame.checked_mul(count) != Some(rgb24.len()) {
-                return Err(Error::new(
-                    Code::InvalidArgument,
-                    format!("{} bytes is not {count} RGB24 frames of {w}x{h}", rgb24.len()),
-                ));
-            }
             let (ow, oh) = (w * spec.scale, h * spec.scale);
-            let oframe = ow * oh * 3;
-            let total = oframe
-                .checked_mul(count)
-                .ok_or_else(|| Error::new(Code::ImageTooLarge, "output too large"))?;
-            let mut out = Vec::new();
-            out.try_reserve_exact(total).map_err(|_| Error::new(Code::ImageTooLarge, format!("cannot allocate {total} bytes")))?;
-            out.resize(total, 0u8);
+            let (frame, oframe, mut out) = frame_batch(rgb24, w, h, count, ow, oh)?;
             for i in 0..count {
                 cancel.check()?;
                 let src = RasterRef::new_u8(w, h, 3, &rgb24[i * frame..(i + 1) * frame])?;
@@ -378,4 +361,24 @@ impl Engine {
             Ok((out, ow, oh))
         })
     }
+}
+
+/// Checks that `rgb24` holds `count` packed RGB24 frames of `w` x `h` and allocates the output batch
+/// (`count` frames of `ow` x `oh`) without aborting on failure. Returns (input frame bytes, output frame
+/// bytes, zeroed output buffer).
+pub(crate) fn frame_batch(rgb24: &[u8], w: usize, h: usize, count: usize, ow: usize, oh: usize) -> Result<(usize, usize, Vec<u8>)> {
+    let frame = w
+        .checked_mul(h)
+        .and_then(|p| p.checked_mul(3))
+        .filter(|&f| f > 0)
+        .ok_or_else(|| Error::new(Code::InvalidArgument, format!("bad frame size {w}x{h}")))?;
+    if frame.checked_mul(count) != Some(rgb24.len()) {
+        return Err(Error::new(Code::InvalidArgument, format!("{} bytes is not {count} RGB24 frames of {w}x{h}", rgb24.len())));
+    }
+    let oframe = ow * oh * 3;
+    let total = oframe.checked_mul(count).ok_or_else(|| Error::new(Code::ImageTooLarge, "output too large"))?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total).map_err(|_| Error::new(Code::ImageTooLarge, format!("cannot allocate {total} bytes")))?;
+    out.resize(total, 0u8);
+    Ok((frame, oframe, out))
 }

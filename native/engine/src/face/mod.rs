@@ -219,21 +219,9 @@ impl Engine {
     ) -> Result<(Vec<u8>, usize, usize)> {
         guard("face frames", || {
             let st = style_of(m)?;
-            let frame = w
-                .checked_mul(h)
-                .and_then(|p| p.checked_mul(3))
-                .filter(|&f| f > 0)
-                .ok_or_else(|| Error::new(Code::InvalidArgument, format!("bad frame size {w}x{h}")))?;
-            if frame.checked_mul(count) != Some(rgb24.len()) {
-                return Err(Error::new(Code::InvalidArgument, format!("{} bytes is not {count} RGB24 frames of {w}x{h}", rgb24.len())));
-            }
             let base = sr_spec(st.base, m.scale, st.base_margin)?;
             let (ow, oh) = (w * m.scale, h * m.scale);
-            let oframe = ow * oh * 3;
-            let total = oframe.checked_mul(count).ok_or_else(|| Error::new(Code::ImageTooLarge, "output too large"))?;
-            let mut out = Vec::new();
-            out.try_reserve_exact(total).map_err(|_| Error::new(Code::ImageTooLarge, format!("cannot allocate {total} bytes")))?;
-            out.resize(total, 0u8);
+            let (frame, oframe, mut out) = crate::engine::frame_batch(rgb24, w, h, count, ow, oh)?;
             for i in 0..count {
                 cancel.check()?;
                 let src = RasterRef::new_u8(w, h, 3, &rgb24[i * frame..(i + 1) * frame])?;
