@@ -213,19 +213,9 @@ impl CpuNet {
     fn run_inner(&self, inputs: &[(usize, &Tensor)], outputs: &[usize], cancel: &Cancel) -> Result<Vec<Tensor>> {
         let net = &self.net;
         let nb = net.blob_names.len();
-        for &o in outputs {
-            if o >= nb {
-                bail!(Code::InvalidArgument, "output blob {o} does not exist");
-            }
-        }
+        reference::check_run_args(net, inputs.iter().map(|(b, t)| (*b, *t)), outputs)?;
         let mut vals: Vec<Option<Val>> = vec![None; nb];
         for (b, t) in inputs {
-            if *b >= nb {
-                bail!(Code::InvalidArgument, "input blob {b} does not exist");
-            }
-            if !(1..=3).contains(&t.dims) || t.c * t.h * t.w != t.data.len() {
-                bail!(Code::InvalidArgument, "malformed input tensor {}", t.shape_string());
-            }
             vals[*b] = Some(Val::T(Arc::new((*t).clone())));
         }
         let mut requested = vec![false; nb];

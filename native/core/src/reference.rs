@@ -922,21 +922,31 @@ pub fn last_uses(net: &Net) -> Vec<Option<usize>> {
     last
 }
 
-/// Execute a network: `inputs` are (blob index, tensor) pairs for its Input blobs; returns the
-/// requested blobs in order. Blobs are freed after their last reader unless requested.
-pub fn run_net(net: &Net, inputs: &[(usize, Tensor)], outputs: &[usize]) -> Result<Vec<Tensor>> {
+/// Validates a run's arguments (shared by every executor): requested blobs exist, input blobs exist
+/// and their tensors are well formed.
+pub fn check_run_args<'a>(net: &Net, inputs: impl IntoIterator<Item = (usize, &'a Tensor)>, outputs: &[usize]) -> Result<()> {
     let nb = net.blob_names.len();
     for &o in outputs {
         if o >= nb {
             bail!(Code::InvalidArgument, "output blob {o} does not exist");
         }
     }
-    let mut blobs: Vec<Option<Tensor>> = vec![None; nb];
     for (b, t) in inputs {
-        if *b >= nb {
+        if b >= nb {
             bail!(Code::InvalidArgument, "input blob {b} does not exist");
         }
         check_tensor(t)?;
+    }
+    Ok(())
+}
+
+/// Execute a network: `inputs` are (blob index, tensor) pairs for its Input blobs; returns the
+/// requested blobs in order. Blobs are freed after their last reader unless requested.
+pub fn run_net(net: &Net, inputs: &[(usize, Tensor)], outputs: &[usize]) -> Result<Vec<Tensor>> {
+    let nb = net.blob_names.len();
+    check_run_args(net, inputs.iter().map(|(b, t)| (*b, t)), outputs)?;
+    let mut blobs: Vec<Option<Tensor>> = vec![None; nb];
+    for (b, t) in inputs {
         blobs[*b] = Some(t.clone());
     }
     let mut keep = vec![false; nb];
