@@ -11,6 +11,26 @@ export class TooLargeError extends Error {
   constructor() { super('object too large'); this.name = 'TooLargeError' }
 }
 
+/** Copies `src` into `file`, failing with TooLargeError past `maxBytes`; on any failure the partial
+ *  file is removed. Returns the byte count. (Shared by the disk and S3 storages.) */
+export async function spoolToFile(src: Readable, file: string, maxBytes: number): Promise<number> {
+  let size = 0
+  const limit = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      size += chunk.length
+      if (size > maxBytes) cb(new TooLargeError())
+      else cb(null, chunk)
+    },
+  })
+  try {
+    await pipeline(src, limit, fs.createWriteStream(file))
+  } catch (e) {
+    await fsp.rm(file, { force: true })
+    throw e
+  }
+  return size
+}
+
 /** Reads DATA_DIR/secret, creating it (32 random bytes, mode 0600) on first use. */
 export function loadSecret(dataDir: string): Buffer {
   const file = path.join(dataDir, 'secret')
@@ -75,20 +95,7 @@ export class LocalStorage implements MediaStorage {
     const f = this.file(key)
     await fsp.mkdir(path.dirname(f), { recursive: true })
     const tmp = `${f}.${process.pid}.${crypto.randomBytes(4).toString('hex')}.tmp`
-    let size = 0
-    const limit = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        size += chunk.length
-        if (size > maxBytes) cb(new TooLargeError())
-        else cb(null, chunk)
-      },
-    })
-    try {
-      await pipeline(src, limit, fs.createWriteStream(tmp))
-    } catch (e) {
-      await fsp.rm(tmp, { force: true })
-      throw e
-    }
+    const size = await spoolToFile(src, tmp, maxBytes)
     return this.commit(tmp, f, contentType, size)
   }
 

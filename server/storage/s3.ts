@@ -15,14 +15,13 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { Readable, Transform } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
+import { Readable } from 'node:stream'
 import {
   S3Client, PutObjectCommand, GetObjectCommand, DeleteObjectCommand, ListObjectsV2Command, HeadBucketCommand, CreateBucketCommand,
   DeleteObjectsCommand,
 } from '@aws-sdk/client-s3'
 import { validKey, type MediaStorage, type ObjectMeta } from './types.js'
-import { TooLargeError } from './local.js'
+import { spoolToFile } from './local.js'
 
 export interface S3Config {
   endpoint: string
@@ -161,16 +160,8 @@ export class S3Storage implements MediaStorage {
     this.check(key)
     // Spool to a temp file (bounded by maxBytes), then one PutObject with a known length.
     const tmp = path.join(os.tmpdir(), `lucent-s3-${process.pid}-${crypto.randomBytes(6).toString('hex')}`)
-    let size = 0
-    const limit = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        size += chunk.length
-        if (size > maxBytes) cb(new TooLargeError())
-        else cb(null, chunk)
-      },
-    })
     try {
-      await pipeline(src, limit, fs.createWriteStream(tmp))
+      const size = await spoolToFile(src, tmp, maxBytes)
       const createdAt = Date.now()
       await this.client.send(new PutObjectCommand({
         Bucket: this.cfg.bucket, Key: key, Body: fs.createReadStream(tmp), ContentType: contentType, ContentLength: size,
