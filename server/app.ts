@@ -10,6 +10,7 @@ import { checkRole, openStore } from './roles/index.js'
 import type { WorkerInfo, WorkerRegistry } from './roles/registry.js'
 import type { MediaStorage } from './storage/types.js'
 import type { Queue } from './queue/types.js'
+import type { ApiKey } from './store/types.js'
 import { SqliteStore } from './store/sqlite.js'
 import { LocalStorage, loadSecret } from './storage/local.js'
 import { MemoryQueue } from './queue/memory.js'
@@ -17,6 +18,7 @@ import { EnginePool } from './worker/pool.js'
 import { loadPrices } from './pricing.js'
 import { Authenticator, RateLimiter } from './auth.js'
 import { makeRunner } from './jobs/runner.js'
+import { ClusterHub, IpcQueue, IpcRateLimiter, type ClusterLink } from './cluster.js'
 import { ok, RETENTION_MS, type Lucent } from './context.js'
 import jobRoutes from './routes/jobs.js'
 import ossRoutes from './routes/oss.js'
@@ -30,7 +32,14 @@ function mapValidation(err: FastifyError): ErrorCode {
   return 100403000
 }
 
-export async function build(config: Config): Promise<FastifyInstance> {
+/**
+ * Cluster mode (server/cluster.ts): `primary` = the engine host of an embedded cluster (runs jobs, never serves
+ * the API); `child` = one of its HTTP processes (serves the API; queue, rate limits and engine state from the
+ * primary unless Redis is configured).
+ */
+export type ClusterMode = { mode: 'primary' } | { mode: 'child'; link: ClusterLink }
+
+export async function build(config: Config, opts: { cluster?: ClusterMode } = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
     bodyLimit: 1 << 20,
@@ -41,8 +50,12 @@ export async function build(config: Config): Promise<FastifyInstance> {
   // --- backends by configuration (server/roles/index.ts): SQLite|PostgreSQL, disk|S3, memory|BullMQ -------
   checkRole(config)
   const role = config.role
-  const runsJobs = role !== 'gateway'
-  const servesApi = role !== 'worker'
+  const cl = opts.cluster
+  const runsJobs = cl ? cl.mode === 'primary' : role !== 'gateway'
+  const servesApi = cl ? cl.mode === 'child' : role !== 'worker'
+  // re-queues CONVERTING jobs at start: the process that owns the queue (gateways too when the queue is shared)
+  const recovers = cl ? (cl.mode === 'primary' || role === 'gateway') : servesApi
+  const childLink = cl?.mode === 'child' ? cl.link : null
   const store = await openStore(config)
   let storage: MediaStorage & { ping?: () => Promise<boolean>; close?: () => Promise<void> }
   if (config.s3) {
@@ -70,6 +83,9 @@ export async function build(config: Config): Promise<FastifyInstance> {
     rate = limiter
     closers.push(() => limiter.close())
     registry = new WorkerRegistry(config.redisUrl)
+  } else if (childLink) {
+    queue = new IpcQueue(childLink, config.queueMax)
+    rate = new IpcRateLimiter(childLink, config.ratePerSec)
   } else {
     queue = new MemoryQueue(config.queueMax, config.workers)
     rate = new RateLimiter(config.rateBurst, config.ratePerSec)
@@ -77,7 +93,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
   const pool = runsJobs ? new EnginePool({ workers: config.workers, modelDir: config.modelDir, threads: config.engineThreads }) : null
   const metrics = new Metrics({
     queueCounts: async () => queue.counts ? queue.counts() : { waiting: queue.stats().waiting, active: queue.stats().running },
-    workers: async () => registry ? registry.list() : (pool ? [localWorker()] : []),
+    workers: async () => registry ? registry.list() : pool ? [localWorker()] : childLink?.state?.worker ? [childLink.state.worker] : [],
   })
   metrics.meter(store)
   const lucent: Lucent = {
@@ -85,7 +101,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
     prices: loadPrices(config.pricesFile),
     auth: new Authenticator(store instanceof SqliteStore ? (h) => store.keyByHashSync(h) : (h) => store.keyByHash(h), config.keyCacheMs),
     rate,
-    engine: runsJobs ? { state: 'starting' } : { state: 'ready', info: { role } },
+    engine: runsJobs || (childLink && role === 'all') ? { state: 'starting' } : { state: 'ready', info: { role } },
     closing: false,
     metrics,
   }
@@ -132,11 +148,22 @@ export async function build(config: Config): Promise<FastifyInstance> {
   app.setNotFoundHandler((_req, reply) => reply.code(400).send(errorBody(100400002)))
 
   // --- auth + rate limit on every route not marked public ------------------------------------------------
-  app.addHook('onRequest', async (req) => {
-    if (req.routeOptions.config?.public) return
-    const key = await lucent.auth.authenticate(req.headers.apikey)
-    await lucent.rate.take(key.id, key.rate)
-    req.apiKey = key
+  // Callback style and synchronous when it can be (cached key, in-process bucket): no promise per request.
+  app.addHook('onRequest', (req, _reply, done) => {
+    if (req.routeOptions.config?.public) return done()
+    const admit = (key: ApiKey): void | Promise<void> => {
+      req.apiKey = key
+      return lucent.rate.take(key.id, key.rate)
+    }
+    let pending: void | Promise<void>
+    try {
+      const key = lucent.auth.authenticate(req.headers.apikey)
+      pending = key instanceof Promise ? key.then(admit) : admit(key)
+    } catch (e) {
+      return done(e as Error)
+    }
+    if (pending instanceof Promise) pending.then(() => done(), done)
+    else done()
   })
 
   // docs routes are public
@@ -161,7 +188,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
     if (lucent.engine.state !== 'ready' || !storeOpen()) {
       return reply.code(503).send({ ...errorBody(100500006), status: lucent.engine.state, detail: lucent.engine.error })
     }
-    return ok({ status: 'ok', role, engine: lucent.engine.info, models: lucent.engine.models, queue: queue.stats() })
+    return ok({ status: 'ok', role, pid: process.pid, engine: lucent.engine.info, models: lucent.engine.models, queue: queue.stats() })
   })
 
   // Readiness: every backend this role needs answers; a gateway also needs at least one live worker.
@@ -171,7 +198,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
     checks.store = store.ping ? await timed(store.ping(), false) : storeOpen()
     if (queue.ping) checks.queue = await timed(queue.ping(), false)
     if (storage.ping) checks.storage = await timed(storage.ping(), false)
-    if (runsJobs) checks.engine = lucent.engine.state === 'ready'
+    if (runsJobs || (childLink && role === 'all')) checks.engine = lucent.engine.state === 'ready'
     let workers: WorkerInfo[] = []
     if (registry) {
       workers = await timed(registry.list(), [] as WorkerInfo[])
@@ -197,6 +224,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
 
   // --- lifecycle: recover CONVERTING jobs, start the queue, load the engine; sweep expired objects -------
   let sweepTimer: NodeJS.Timeout | undefined
+  let hub: ClusterHub | null = null
   app.addHook('onReady', async () => {
     if (pool) {
       const shared = !!config.redisUrl
@@ -226,7 +254,23 @@ export async function build(config: Config): Promise<FastifyInstance> {
         })
       }
     }
-    if (!servesApi) return
+    if (cl?.mode === 'primary') {
+      hub = new ClusterHub({
+        state: () => {
+          const q = queue.stats()
+          return { engine: lucent.engine, queue: { waiting: q.waiting, running: q.running, max: q.max }, worker: pool ? localWorker() : null }
+        },
+        enqueue: (jobId) => queue.enqueue(jobId, { force: true }),
+        rate: rate instanceof RateLimiter ? rate : { grant: () => { throw new Error('rate limits are in Redis') } },
+      })
+      hub.start()
+    }
+    if (childLink && role === 'all') {
+      childLink.onState((st) => {
+        lucent.engine = st.engine
+      })
+    }
+    if (!recovers) return
     // crash recovery: re-queue CONVERTING jobs (BullMQ ignores ids it already holds)
     for (const job of await store.jobsByStatus('CONVERTING')) await queue.enqueue(job.id, { force: true })
     const sweep = () => {
@@ -238,6 +282,7 @@ export async function build(config: Config): Promise<FastifyInstance> {
   })
   app.addHook('onClose', async () => {
     lucent.closing = true
+    hub?.stop()
     clearInterval(sweepTimer)
     queue.pause()
     await pool?.close().catch(() => {})

@@ -14,7 +14,7 @@
  *                                              times the engine alone (the Rust `lucent-native bench` binary)
  */
 import { parseArgs } from 'node:util'
-import { loadConfig } from './config.js'
+import { loadConfig, type Config } from './config.js'
 import { openStore } from './roles/index.js'
 import { hashKey, newApiKey } from './auth.js'
 
@@ -41,7 +41,11 @@ async function serve(args: string[]) {
   } catch (e) {
     die((e as Error).message)
   }
-  if (config.role !== 'gateway') {
+  const { default: cluster } = await import('node:cluster')
+  const clustered = config.httpProcesses > 1
+  if (clustered && config.role === 'worker') die('LUCENT_HTTP_PROCESSES applies to the all and gateway roles (a worker serves no API)')
+  const child = clustered && cluster.isWorker
+  if (config.role !== 'gateway' && !child) {
     // Workers run the models: refuse to start when a model file is missing or fails its sha256.
     const { assertModelsReady, requiredFiles } = await import('./models/index.js')
     try {
@@ -50,20 +54,28 @@ async function serve(args: string[]) {
       die(`cannot start: ${(e as Error).message}`)
     }
   }
+  if (clustered && cluster.isPrimary) return servePrimary(config)
   const { build } = await import('./app.js')
+  const link = child ? new (await import('./cluster.js')).ClusterLink() : null
   let app
   try {
-    app = await build(config)
+    app = await build(config, link ? { cluster: { mode: 'child', link } } : {})
   } catch (e) {
     die(`cannot start: ${(e as Error).message}`)
   }
-  const addr = await app.listen({ port: config.port, host: config.host })
+  let addr
+  try {
+    addr = await app.listen({ port: config.port, host: config.host })
+  } catch (e) {
+    die(`cannot listen on ${config.host}:${config.port}: ${(e as Error).message}`)
+  }
   if (!config.publicUrlFromEnv) {
     const a = app.server.address()
     if (a && typeof a === 'object') config.publicUrl = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${a.port}`
   }
-  app.log.info({ addr, role: config.role, publicUrl: config.publicUrl, dataDir: config.dataDir, modelDir: config.modelDir,
-    store: config.databaseUrl ? 'postgres' : 'sqlite', queue: config.redisUrl ? 'bullmq' : 'memory', storage: config.s3 ? 's3' : 'disk' }, 'lucent serving')
+  app.log.info({ addr, role: config.role, publicUrl: config.publicUrl, dataDir: config.dataDir, modelDir: config.modelDir, httpProcess: child ? cluster.worker?.id : undefined,
+    store: config.databaseUrl ? 'postgres' : 'sqlite', queue: config.redisUrl ? 'bullmq' : child ? 'primary (ipc)' : 'memory', storage: config.s3 ? 's3' : 'disk' }, 'lucent serving')
+  link?.notifyListening(addr)
   let closing = false
   const stop = () => {
     if (closing) return
@@ -72,6 +84,46 @@ async function serve(args: string[]) {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+  // an HTTP child stops with its primary
+  if (child) process.on('disconnect', stop)
+}
+
+/** The cluster primary: the engine host (role all) plus supervision of the HTTP children (server/cluster.ts). */
+async function servePrimary(config: Config) {
+  const { superviseChildren } = await import('./cluster.js')
+  const { build } = await import('./app.js')
+  let app: Awaited<ReturnType<typeof build>> | null = null
+  if (config.role === 'all') {
+    try {
+      app = await build(config, { cluster: { mode: 'primary' } })
+      await app.ready()
+    } catch (e) {
+      die(`cannot start: ${(e as Error).message}`)
+    }
+  }
+  const line = (level: string) => (o: object, msg: string) => {
+    if (app) app.log[level as 'info'](o, msg)
+    else process.stdout.write(`${JSON.stringify({ level, time: Date.now(), pid: process.pid, ...o, msg })}\n`)
+  }
+  const log = { info: line('info'), warn: line('warn'), error: line('error') }
+  let closing = false
+  const stop = (code: number) => {
+    if (closing) return
+    closing = true
+    sup.stop().then(() => app?.close()).then(() => process.exit(code), () => process.exit(1))
+  }
+  const sup = superviseChildren({
+    processes: config.httpProcesses,
+    log,
+    onListening: (addrs) => log.info({ addr: addrs.join(', '), processes: config.httpProcesses, role: config.role, dataDir: config.dataDir,
+      store: config.databaseUrl ? 'postgres' : 'sqlite', queue: config.redisUrl ? 'bullmq' : 'memory (primary)' }, 'lucent serving (cluster)'),
+    onFatal: (msg) => {
+      process.stderr.write(`lucent: cannot start: ${msg}\n`)
+      stop(2)
+    },
+  })
+  process.on('SIGTERM', () => stop(0))
+  process.on('SIGINT', () => stop(0))
 }
 
 async function keys(args: string[]) {

@@ -24,6 +24,7 @@
  * | LUCENT_JOB_MAX_ATTEMPTS    | 3                     | A job restarted this many times (crashes) ends in ERROR, refunded |
  * | LUCENT_KEY_CACHE_MS        | 1000                  | How long a looked-up API key is cached (revocation takes effect within it) |
  * | LUCENT_LOG_LEVEL           | info                  | Fastify/pino log level (silent to disable) |
+ * | LUCENT_HTTP_PROCESSES      | 1                     | HTTP processes on this host (>= 2: node:cluster children share PORT; see server/cluster.ts) |
  * | LUCENT_ROLE                | all                   | gateway (API only, never runs models), worker (runs jobs; /healthz /readyz /metrics only), all |
  * | LUCENT_DATABASE_URL        | (unset = SQLite)      | postgres://user:pass@host:5432/db : keys, jobs and ledger in PostgreSQL (migrated on start) |
  * | LUCENT_REDIS_URL           | (unset = in-process)  | redis://host:6379[/db] : BullMQ job queue, worker registry, shared rate limits |
@@ -64,6 +65,7 @@ export interface Config {
   keyCacheMs: number
   logLevel: string
   role: 'all' | 'gateway' | 'worker'
+  httpProcesses: number
   databaseUrl?: string
   redisUrl?: string
   queueLockMs: number
@@ -135,6 +137,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     keyCacheMs: int(env, 'LUCENT_KEY_CACHE_MS', 1000, 0),
     logLevel: env.LUCENT_LOG_LEVEL || 'info',
     role: role(env.LUCENT_ROLE),
+    httpProcesses: int(env, 'LUCENT_HTTP_PROCESSES', 1, 1),
     databaseUrl: env.LUCENT_DATABASE_URL?.trim() || undefined,
     redisUrl: env.LUCENT_REDIS_URL?.trim() || undefined,
     queueLockMs: int(env, 'LUCENT_QUEUE_LOCK_MS', 30_000, 1000),

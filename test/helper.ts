@@ -2,6 +2,7 @@
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import http from 'node:http'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import zlib from 'node:zlib'
@@ -131,6 +132,15 @@ export async function inputServer(t: T) {
     },
     shared: (p: string) => `${base}/shared/${p}`,
   }
+}
+
+/** A TCP port free right now on 127.0.0.1 (for spawned servers). */
+export async function freePort(): Promise<number> {
+  const s = net.createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
+  const port = (s.address() as net.AddressInfo).port
+  await new Promise((r) => s.close(r))
+  return port
 }
 
 export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 120_000, stepMs = 100): Promise<T> {

@@ -1,21 +1,12 @@
 /** kill -9 of `lucent serve` mid-job, restart: the job finishes, charged once. Needs the native addon. */
 import t from 'tap'
 import path from 'node:path'
-import net from 'node:net'
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import Database from 'better-sqlite3'
 import { request } from 'undici'
-import { repoRoot, tempDir, modelDir, inputServer, addonBuilt, waitFor } from './helper.js'
+import { repoRoot, tempDir, modelDir, inputServer, addonBuilt, waitFor, freePort } from './helper.js'
 
 const bin = path.join(repoRoot, 'bin', 'lucent.js')
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise((r) => s.close(r))
-  return port
-}
 
 t.test('kill -9 while CONVERTING, restart, job completes, charged once', { skip: !addonBuilt && 'native/node/index.js not built yet' }, async (t) => {
   const dataDir = await tempDir(t)

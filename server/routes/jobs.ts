@@ -16,6 +16,9 @@ import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, RETENTION_MS, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, errorResponses } from './schemas.js'
 import type { DebitResult, NewJob } from '../store/types.js'
+import { BoundedCache } from '../cache.js'
+
+interface TaskStatusData { job_id: string; status: string; progress: number; original_url: string; consume_coins: number; res_url?: string; error_code?: number; message?: string }
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -129,13 +132,21 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     })
   })
 
+  // A finished job (COMPLETED / ERROR) never changes again: its status answer is kept, so polling a finished job
+  // costs no store read and no link signing. Bounded; a miss just reads the store.
+  const finished = new BoundedCache<string, { keyId: string; data: TaskStatusData }>(20_000)
   app.post('/api/task-status', {
     schema: { summary: 'Job status', tags: ['jobs'], security: [{ apikey: [] }], body: TaskStatusBody, response: { 200: TaskStatus, ...errorResponses } },
   }, async (req) => {
+    const hit = finished.get(req.body.job_id)
+    if (hit) {
+      if (hit.keyId !== req.apiKey!.id) throw new ApiError(110400002)
+      return ok(hit.data)
+    }
     const job = await l.store.jobStatus(req.body.job_id)
     // Another key's job is reported as unknown: job ids are not shared across keys.
     if (!job || job.keyId !== req.apiKey!.id) throw new ApiError(110400002)
-    const data: { job_id: string; status: string; progress: number; original_url: string; consume_coins: number; res_url?: string; error_code?: number; message?: string } = {
+    const data: TaskStatusData = {
       job_id: job.id,
       status: job.status,
       progress: job.status === 'COMPLETED' ? 100 : job.progress,
@@ -147,6 +158,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       data.error_code = job.errorCode ?? 100500006
       data.message = job.errorMessage ?? ''
     }
+    if (job.status !== 'CONVERTING') finished.set(job.id, { keyId: job.keyId, data })
     return ok(data)
   })
 }

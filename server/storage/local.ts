@@ -6,6 +6,7 @@ import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { Transform, type Readable } from 'node:stream'
 import { validKey, type MediaStorage, type ObjectMeta } from './types.js'
+import { BoundedCache } from '../cache.js'
 
 export class TooLargeError extends Error {
   constructor() { super('object too large'); this.name = 'TooLargeError' }
@@ -162,9 +163,18 @@ export class LocalStorage implements MediaStorage {
     return n
   }
 
+  /** GET signatures are memoised: a polled job's links are the same on every task-status (HMAC is ~10 us). */
+  private getSig(key: string, e: string): string {
+    const k = `${key}\n${e}`
+    let s = this.getSigs.get(k)
+    if (s === undefined) this.getSigs.set(k, (s = this.sign(['GET', key, e])))
+    return s
+  }
+  private readonly getSigs = new BoundedCache<string, string>(20_000)
+
   signedGetUrl(key: string, expiresAt: number): string {
     const e = String(Math.floor(expiresAt / 1000))
-    return `${this.publicUrl()}/files/${key}?e=${e}&s=${this.sign(['GET', key, e])}`
+    return `${this.publicUrl()}/files/${key}?e=${e}&s=${this.getSig(key, e)}`
   }
 
   signedPutUrl(key: string, contentType: string, expiresAt: number): string {

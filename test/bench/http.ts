@@ -2,32 +2,27 @@
  * npm run bench:http — autocannon against a running server: task-status (50 connections) and photo-enhancer
  * submissions with a rejected model. Prints req/s and latency p99.
  * Against an existing server: LUCENT_BENCH_URL, LUCENT_BENCH_KEY, LUCENT_BENCH_JOB. Otherwise it starts
- * `lucent serve` on a temp DATA_DIR (child process) with a completed job and a key without rate limit.
+ * `lucent serve` on a temp DATA_DIR (child process; LUCENT_HTTP_PROCESSES passes through, e.g. 2 on this 2-core
+ * box) with a key without rate limit, a completed job, and a job still CONVERTING (added behind the server's back
+ * after its start, so it is never run): task-status is measured for both (a finished job's answer is kept in
+ * memory; a converting job's is read from the store and signed on every request).
  * LUCENT_BENCH_SECONDS (default 10), LUCENT_BENCH_CONNECTIONS (default 50).
  */
 import autocannon from 'autocannon'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import net from 'node:net'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { SqliteStore } from '../../server/store/sqlite.js'
 import { newApiKey } from '../../server/auth.js'
+import { freePort } from '../helper.js'
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const seconds = Number(process.env.LUCENT_BENCH_SECONDS ?? 10)
 const connections = Number(process.env.LUCENT_BENCH_CONNECTIONS ?? 50)
 
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-async function setup(): Promise<{ url: string; key: string; job: string; child?: ChildProcess; dir?: string }> {
+async function setup(): Promise<{ url: string; key: string; job: string; converting?: string; child?: ChildProcess; dir?: string }> {
   if (process.env.LUCENT_BENCH_URL) {
     return { url: process.env.LUCENT_BENCH_URL, key: process.env.LUCENT_BENCH_KEY ?? '', job: process.env.LUCENT_BENCH_JOB ?? '' }
   }
@@ -53,7 +48,12 @@ async function setup(): Promise<{ url: string; key: string; job: string; child?:
       await new Promise((r) => setTimeout(r, 100))
     }
   }
-  return { url, key: k.key, job, child, dir }
+  // a job the server never saw being submitted: it stays CONVERTING (recovery ran at start)
+  const converting = 'c'.repeat(32)
+  const late = new SqliteStore(path.join(dir, 'lucent.db'))
+  await late.debitAndCreateJob({ id: converting, keyId: k.id, kind: 'photo', model: 'general_4x', params: { format: 'png' }, coins: 10, originalKey: `o/${converting}.png` })
+  await late.close()
+  return { url, key: k.key, job, converting, child, dir }
 }
 
 function run(name: string, opts: autocannon.Options): Promise<void> {
@@ -72,7 +72,11 @@ try {
   const headers = { apikey: s.key, 'content-type': 'application/json' }
   // warm-up
   await run('warm-up task-status', { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.job }), connections, duration: 2 })
+  console.log(`server: ${s.child ? `lucent serve, LUCENT_HTTP_PROCESSES=${process.env.LUCENT_HTTP_PROCESSES ?? 1}` : s.url}; ${os.availableParallelism()} cores; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
   await run(`task-status (${connections} connections, ${seconds} s)`, { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.job }), connections, duration: seconds })
+  if (s.converting) {
+    await run(`task-status, CONVERTING job (${connections} connections, ${seconds} s)`, { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.converting }), connections, duration: seconds })
+  }
   await run(`photo-enhancer, rejected model (${connections} connections, ${seconds} s)`, {
     url: `${s.url}/api/photo-enhancer`, method: 'POST', headers, connections, duration: seconds,
     body: JSON.stringify({ model_name: 'no_such_model', img_url: 'https://example.com/a.png', extension: '.png' }),
