@@ -96,6 +96,9 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
     workers: async () => registry ? registry.list() : pool ? [localWorker()] : childLink?.state?.worker ? [childLink.state.worker] : [],
   })
   metrics.meter(store)
+  // an embedded cluster's HTTP child: job metrics come from the primary, where jobs run
+  const primaryJobs = !!childLink && role === 'all'
+  if (primaryJobs) metrics.dropJobFamilies()
   const lucent: Lucent = {
     config, store, storage, queue, pool: pool as EnginePool,
     prices: loadPrices(config.pricesFile),
@@ -213,7 +216,9 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
 
   app.get('/metrics', { config: { public: true }, schema: { tags: ['ops'], summary: 'Prometheus metrics' } }, async (_req, reply) => {
     reply.header('content-type', metrics.contentType)
-    return metrics.text()
+    if (!primaryJobs) return metrics.text()
+    const [own, jobs] = await Promise.all([metrics.text(), childLink!.request<string>({ op: 'metrics' }).catch(() => '')])
+    return own + jobs
   })
 
   if (servesApi) {
@@ -262,6 +267,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
         },
         enqueue: (jobId) => queue.enqueue(jobId, { force: true }),
         rate: rate instanceof RateLimiter ? rate : { grant: () => { throw new Error('rate limits are in Redis') } },
+        metrics: () => metrics.jobsText(),
       })
       hub.start()
     }

@@ -19,7 +19,8 @@
  *   - rate limits: the primary owns the token buckets; a child leases tokens (about 50 ms of a key's rate,
  *     1..1000) and spends them locally, asking again when the lease is spent or older than 1 s. A key never gets
  *     more than its bucket: unspent leased tokens lapse, they are never handed out twice.
- *   - engine state (for /healthz, /readyz, /metrics): broadcast by the primary with the queue depth.
+ *   - engine state (for /healthz, /readyz, /metrics): broadcast by the primary with the queue depth; a child's
+ *     /metrics adds the primary's job families (lucent_job_*, lucent_jobs_total), asked for on each scrape.
  * A child that dies is forked again; when the primary dies the children stop (the IPC channel closes).
  */
 import cluster, { type Worker } from 'node:cluster'
@@ -41,6 +42,7 @@ export interface PrimaryState {
 
 type Request =
   | { op: 'enqueue'; jobId: string }
+  | { op: 'metrics' }
   | { op: 'grant'; keyId: string; rate: number | null; want: number }
 type Message =
   | { t: 'req'; rid: number; req: Request }
@@ -62,11 +64,15 @@ export class ClusterHub {
     state: () => PrimaryState
     enqueue: (jobId: string) => Promise<void>
     rate: Pick<RateLimiter, 'grant'>
+    /** Prometheus text of the job metrics (recorded here, where jobs run). */
+    metrics: () => Promise<string>
   }) {}
+
+  private onOnline = (w: Worker) => this.send(w, { t: 'state', state: this.src.state() })
 
   start(): void {
     cluster.on('message', this.onMessage)
-    cluster.on('online', (w) => this.send(w, { t: 'state', state: this.src.state() }))
+    cluster.on('online', this.onOnline)
     this.timer = setInterval(() => this.broadcast(), 250)
     this.timer.unref()
   }
@@ -79,6 +85,7 @@ export class ClusterHub {
   stop(): void {
     if (this.timer) clearInterval(this.timer)
     cluster.off('message', this.onMessage)
+    cluster.off('online', this.onOnline)
   }
 
   private send(w: Worker, m: Message): void {
@@ -100,7 +107,10 @@ export class ClusterHub {
         reply(this.src.enqueue(req.jobId).then(() => this.src.state().queue))
         break
       case 'grant':
-        reply(Promise.resolve(this.src.rate.grant(req.keyId, req.rate, req.want)))
+        reply(Promise.resolve().then(() => this.src.rate.grant(req.keyId, req.rate, req.want)))
+        break
+      case 'metrics':
+        reply(this.src.metrics())
         break
       default:
         reply(Promise.reject(new Error(`unknown request ${JSON.stringify(req)}`)))

@@ -15,6 +15,8 @@ import { Registry, Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom
 import type { Store } from './store/types.js'
 import type { WorkerInfo } from './roles/registry.js'
 
+const JOB_FAMILIES = ['lucent_job_duration_seconds', 'lucent_job_latency_seconds', 'lucent_jobs_total']
+
 export interface MetricsSources {
   queueCounts: () => Promise<{ waiting: number; active: number; delayed?: number; failed?: number }>
   workers: () => Promise<WorkerInfo[]>
@@ -120,5 +122,15 @@ export class Metrics {
   }
 
   text(): Promise<string> { return this.registry.metrics() }
+
+  /** The families of jobs run by this process (an embedded cluster's primary: its HTTP children expose them). */
+  async jobsText(): Promise<string> {
+    return (await Promise.all(JOB_FAMILIES.map((n) => this.registry.getSingleMetricAsString(n)))).join('\n') + '\n'
+  }
+
+  /** An embedded cluster's HTTP child runs no jobs: it shows the primary's job families instead of its own. */
+  dropJobFamilies(): void {
+    for (const n of JOB_FAMILIES) this.registry.removeSingleMetric(n)
+  }
   get contentType(): string { return this.registry.contentType }
 }

@@ -93,6 +93,16 @@ t.test('two HTTP processes in front of one engine host', { skip: !addonBuilt && 
     await waitFor(async () => (await post('/api/task-status', poor, { job_id: a.body.data.job_id })).body.data.status === 'COMPLETED', 120_000, 100)
   }
 
+  // job metrics are recorded where jobs run (the primary) and shown by the children, once per family
+  const text = await waitFor(async () => {
+    const m = await request(`${base}/metrics`, { reset: true })
+    const body = await m.body.text()
+    return /lucent_jobs_total\{model="general_4x",status="COMPLETED"\} 7\b/.test(body) && body
+  }, 30_000, 100)
+  t.pass("the primary's job counter (7 completed), through a child")
+  t.equal(text.match(/^# TYPE lucent_jobs_total /gm)?.length, 1, 'one lucent_jobs_total family')
+  t.equal(text.match(/^# TYPE lucent_process_cpu_seconds_total /gm)?.length, 1, "the child's own process metrics")
+
   // rate 1/s, burst 5 (LUCENT_RATE_BURST): 30 parallel requests over both children -> 5 admitted (+1 per second)
   const slow = newKey('--coins', '0', '--rate', '1')
   const t0 = Date.now()
