@@ -51,3 +51,22 @@ t.test('a failed job is refunded exactly once; ledger consistent', async (t) => 
   // completing an ERROR job is refused
   t.notOk(await app.lucent.store.completeJob(jobId, 'r/x.png'))
 })
+
+t.test('a job that cannot be queued ends at once, refunded; the client gets 500', async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  // the queue backend failing (Redis or the cluster primary unreachable): the one fault injected here
+  const q = app.lucent.queue
+  const enqueue = q.enqueue
+  q.enqueue = async () => { throw new Error('queue backend unreachable') }
+  t.teardown(() => { q.enqueue = enqueue })
+  const r = await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: srv.put('q.png', png(16, 16)), extension: '.png' })
+  t.equal(r.statusCode, 500)
+  t.match(r.json(), { error_code: 100500000, code: 100500000 })
+  t.equal(await balance(app, id), 100, 'refunded')
+  const ledger = await app.lucent.store.ledger(id)
+  t.same(ledger.map((e) => e.kind), ['grant', 'debit', 'refund'])
+  const job = (await app.lucent.store.jobsByStatus('ERROR'))[0]
+  t.equal(job?.errorMessage, 'the job could not be queued', 'the job is recorded as ERROR')
+})

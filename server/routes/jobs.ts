@@ -46,7 +46,14 @@ async function submit(l: Lucent, job: NewJob, commit: () => void) {
     throw debitError(r)
   }
   commit()
-  await l.queue.enqueue(job.id, { reserved: true })
+  try {
+    await l.queue.enqueue(job.id, { reserved: true })
+  } catch (e) {
+    // not queued (Redis or the cluster primary unreachable): end the job now, refunded, rather than charge for a
+    // job the client never hears of
+    await l.store.failJob(job.id, 100500000, 'the job could not be queued').catch(() => {})
+    throw new ApiError(100500000, { detail: `enqueue failed: ${(e as Error).message}` })
+  }
   return ok({ job_id: job.id, consume_coins: r.charged })
 }
 
