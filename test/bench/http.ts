@@ -2,10 +2,11 @@
  * npm run bench:http — autocannon against a running server: task-status (50 connections) and photo-enhancer
  * submissions with a rejected model. Prints req/s and latency p99.
  * Against an existing server: LUCENT_BENCH_URL, LUCENT_BENCH_KEY, LUCENT_BENCH_JOB. Otherwise it starts
- * `lucent serve` on a temp DATA_DIR (child process; LUCENT_HTTP_PROCESSES passes through, e.g. 2 on this 2-core
- * box) with a key without rate limit, a completed job, and a job still CONVERTING (added behind the server's back
- * after its start, so it is never run): task-status is measured for both (a finished job's answer is kept in
- * memory; a converting job's is read from the store and signed on every request).
+ * `lucent serve` on a temp DATA_DIR (child process), once with 1 HTTP process and once with one per core
+ * (LUCENT_HTTP_PROCESSES set: with that count only), with a key without rate limit, a completed job, and a job
+ * still CONVERTING (added behind the server's back after its start, so it is never run): task-status is
+ * measured for both (a finished job's answer is kept in memory; a converting job's is read from the store and
+ * signed on every request).
  * LUCENT_BENCH_SECONDS (default 10), LUCENT_BENCH_CONNECTIONS (default 50).
  */
 import autocannon from 'autocannon'
@@ -22,7 +23,7 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 const seconds = Number(process.env.LUCENT_BENCH_SECONDS ?? 10)
 const connections = Number(process.env.LUCENT_BENCH_CONNECTIONS ?? 50)
 
-async function setup(): Promise<{ url: string; key: string; job: string; converting?: string; child?: ChildProcess; dir?: string }> {
+async function setup(processes: number): Promise<{ url: string; key: string; job: string; converting?: string; child?: ChildProcess; dir?: string }> {
   if (process.env.LUCENT_BENCH_URL) {
     return { url: process.env.LUCENT_BENCH_URL, key: process.env.LUCENT_BENCH_KEY ?? '', job: process.env.LUCENT_BENCH_JOB ?? '' }
   }
@@ -36,7 +37,7 @@ async function setup(): Promise<{ url: string; key: string; job: string; convert
   await store.close()
   const port = await freePort()
   const child = spawn(process.execPath, [path.join(repoRoot, 'bin/lucent.js'), 'serve'], {
-    env: { ...process.env, DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn', LUCENT_MODEL_DIR: process.env.LUCENT_MODEL_DIR ?? path.resolve(repoRoot, '../shared/models') },
+    env: { ...process.env, LUCENT_HTTP_PROCESSES: String(processes), DATA_DIR: dir, PORT: String(port), HOST: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn', LUCENT_MODEL_DIR: process.env.LUCENT_MODEL_DIR ?? path.resolve(repoRoot, '../shared/models') },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   const url = `http://127.0.0.1:${port}`
@@ -67,21 +68,31 @@ function run(name: string, opts: autocannon.Options): Promise<void> {
   })
 }
 
-const s = await setup()
-try {
-  const headers = { apikey: s.key, 'content-type': 'application/json' }
-  // warm-up
-  await run('warm-up task-status', { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.job }), connections, duration: 2 })
-  console.log(`server: ${s.child ? `lucent serve, LUCENT_HTTP_PROCESSES=${process.env.LUCENT_HTTP_PROCESSES ?? 1}` : s.url}; ${os.availableParallelism()} cores; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
-  await run(`task-status (${connections} connections, ${seconds} s)`, { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.job }), connections, duration: seconds })
-  if (s.converting) {
-    await run(`task-status, CONVERTING job (${connections} connections, ${seconds} s)`, { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.converting }), connections, duration: seconds })
+// Own server: measured with 1 HTTP process and with one per core (LUCENT_HTTP_PROCESSES set: that alone).
+const counts = process.env.LUCENT_BENCH_URL ? [0]
+  : process.env.LUCENT_HTTP_PROCESSES ? [Number(process.env.LUCENT_HTTP_PROCESSES)]
+  : [...new Set([1, os.availableParallelism()])]
+for (const processes of counts) {
+  const s = await setup(processes)
+  try {
+    const headers = { apikey: s.key, 'content-type': 'application/json' }
+    // warm-up
+    await run('warm-up task-status', { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.job }), connections, duration: 2 })
+    console.log(`server: ${s.child ? `lucent serve, LUCENT_HTTP_PROCESSES=${processes}` : s.url}; ${os.availableParallelism()} cores; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`)
+    await run(`task-status (${connections} connections, ${seconds} s)`, { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.job }), connections, duration: seconds })
+    if (s.converting) {
+      await run(`task-status, CONVERTING job (${connections} connections, ${seconds} s)`, { url: `${s.url}/api/task-status`, method: 'POST', headers, body: JSON.stringify({ job_id: s.converting }), connections, duration: seconds })
+    }
+    await run(`photo-enhancer, rejected model (${connections} connections, ${seconds} s)`, {
+      url: `${s.url}/api/photo-enhancer`, method: 'POST', headers, connections, duration: seconds,
+      body: JSON.stringify({ model_name: 'no_such_model', img_url: 'https://example.com/a.png', extension: '.png' }),
+    })
+  } finally {
+    if (s.child && s.child.exitCode === null) {
+      const exited = new Promise((r) => s.child!.once('exit', r))
+      s.child.kill('SIGTERM')
+      await exited
+    }
+    if (s.dir) fs.rmSync(s.dir, { recursive: true, force: true })
   }
-  await run(`photo-enhancer, rejected model (${connections} connections, ${seconds} s)`, {
-    url: `${s.url}/api/photo-enhancer`, method: 'POST', headers, connections, duration: seconds,
-    body: JSON.stringify({ model_name: 'no_such_model', img_url: 'https://example.com/a.png', extension: '.png' }),
-  })
-} finally {
-  s.child?.kill('SIGTERM')
-  if (s.dir) fs.rmSync(s.dir, { recursive: true, force: true })
 }
