@@ -63,7 +63,11 @@ t.test('two HTTP processes in front of one engine host', { skip: !addonBuilt && 
     }
   }, 180_000, 200)
 
-  const children = await pids()
+  // the first child may answer before the second listens
+  const children = await waitFor(async () => {
+    const seen = await pids()
+    return seen.size === 2 && seen
+  }, 60_000, 200)
   t.equal(children.size, 2, 'two HTTP processes answer on one port')
   t.notOk(children.has(primary.pid!), 'the primary does not serve HTTP')
   const h = await get('/healthz')
