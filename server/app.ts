@@ -1,5 +1,5 @@
 /** build(config) -> the Fastify instance: config, store, storage, queue, engine pool, auth, rate limit, routes, docs. */
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
@@ -152,16 +152,16 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
 
   // --- auth + rate limit on every route not marked public ------------------------------------------------
   // Callback style and synchronous when it can be (cached key, in-process bucket): no promise per request.
+  const admit = (req: FastifyRequest, key: ApiKey): void | Promise<void> => {
+    req.apiKey = key
+    return lucent.rate.take(key.id, key.rate)
+  }
   app.addHook('onRequest', (req, _reply, done) => {
     if (req.routeOptions.config?.public) return done()
-    const admit = (key: ApiKey): void | Promise<void> => {
-      req.apiKey = key
-      return lucent.rate.take(key.id, key.rate)
-    }
     let pending: void | Promise<void>
     try {
       const key = lucent.auth.authenticate(req.headers.apikey)
-      pending = key instanceof Promise ? key.then(admit) : admit(key)
+      pending = key instanceof Promise ? key.then((k) => admit(req, k)) : admit(req, key)
     } catch (e) {
       return done(e as Error)
     }

@@ -1,6 +1,7 @@
 /**
- * A bounded map for hot-path memoisation (API keys, signed links, finished jobs' status): Map insertion order
- * is the eviction order; a hit refreshes the entry. `max` bounds memory whatever the traffic.
+ * A bounded map for hot-path memoisation (API keys, signed links, finished jobs' status): the oldest entry
+ * goes first (Map insertion order; a hit does not reorder, which would cost a delete + set per request).
+ * `max` bounds memory whatever the traffic.
  */
 export class BoundedCache<K, V> {
   private readonly map = new Map<K, V>()
@@ -10,12 +11,7 @@ export class BoundedCache<K, V> {
   }
 
   get(k: K): V | undefined {
-    const v = this.map.get(k)
-    if (v !== undefined) {
-      this.map.delete(k)
-      this.map.set(k, v)
-    }
-    return v
+    return this.map.get(k)
   }
 
   set(k: K, v: V): void {

@@ -18,19 +18,21 @@ const code = (f: () => unknown) => {
   return null
 }
 
-t.test('BoundedCache: bounded, least recently used goes first', async (t) => {
+t.test('BoundedCache: bounded, oldest entry goes first', async (t) => {
   const c = new BoundedCache<string, number>(3)
   c.set('a', 1)
   c.set('b', 2)
   c.set('c', 3)
-  t.equal(c.get('a'), 1, 'a read: now the most recent')
+  t.equal(c.get('a'), 1)
   c.set('d', 4)
   t.equal(c.size, 3)
-  t.equal(c.get('b'), undefined, 'b (least recently used) evicted')
-  t.same([c.get('a'), c.get('c'), c.get('d')], [1, 3, 4])
-  c.set('a', 10)
-  t.equal(c.get('a'), 10, 'overwrite')
-  t.equal(c.size, 3)
+  t.equal(c.get('a'), undefined, 'a (oldest) evicted')
+  t.same([c.get('b'), c.get('c'), c.get('d')], [2, 3, 4])
+  c.set('b', 20)
+  t.equal(c.get('b'), 20, 'overwrite')
+  c.set('e', 5)
+  t.equal(c.get('c'), undefined, 'an overwritten entry counts as new: c is now the oldest')
+  t.same([c.get('b'), c.get('d'), c.get('e')], [20, 4, 5])
   for (let i = 0; i < 1000; i++) c.set(`k${i}`, i)
   t.equal(c.size, 3, 'never above max')
   t.throws(() => new BoundedCache(0))
