@@ -56,6 +56,8 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   // re-queues CONVERTING jobs at start: the process that owns the queue (gateways too when the queue is shared)
   const recovers = cl ? (cl.mode === 'primary' || role === 'gateway') : servesApi
   const childLink = cl?.mode === 'child' ? cl.link : null
+  // an embedded cluster's HTTP child (role all): engine state and job metrics come from the primary
+  const viaPrimary = !!childLink && role === 'all'
   const store = await openStore(config)
   let storage: MediaStorage & { ping?: () => Promise<boolean>; close?: () => Promise<void> }
   if (config.s3) {
@@ -96,15 +98,13 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
     workers: async () => registry ? registry.list() : pool ? [localWorker()] : childLink?.state?.worker ? [childLink.state.worker] : [],
   })
   metrics.meter(store)
-  // an embedded cluster's HTTP child: job metrics come from the primary, where jobs run
-  const primaryJobs = !!childLink && role === 'all'
-  if (primaryJobs) metrics.dropJobFamilies()
+  if (viaPrimary) metrics.dropJobFamilies()
   const lucent: Lucent = {
     config, store, storage, queue, pool: pool as EnginePool,
     prices: loadPrices(config.pricesFile),
     auth: new Authenticator(store instanceof SqliteStore ? (h) => store.keyByHashSync(h) : (h) => store.keyByHash(h), config.keyCacheMs),
     rate,
-    engine: runsJobs || (childLink && role === 'all') ? { state: 'starting' } : { state: 'ready', info: { role } },
+    engine: runsJobs || viaPrimary ? { state: 'starting' } : { state: 'ready', info: { role } },
     closing: false,
     metrics,
   }
@@ -201,7 +201,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
     checks.store = store.ping ? await timed(store.ping(), false) : storeOpen()
     if (queue.ping) checks.queue = await timed(queue.ping(), false)
     if (storage.ping) checks.storage = await timed(storage.ping(), false)
-    if (runsJobs || (childLink && role === 'all')) checks.engine = lucent.engine.state === 'ready'
+    if (runsJobs || viaPrimary) checks.engine = lucent.engine.state === 'ready'
     let workers: WorkerInfo[] = []
     if (registry) {
       workers = await timed(registry.list(), [] as WorkerInfo[])
@@ -216,7 +216,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
 
   app.get('/metrics', { config: { public: true }, schema: { tags: ['ops'], summary: 'Prometheus metrics' } }, async (_req, reply) => {
     reply.header('content-type', metrics.contentType)
-    if (!primaryJobs) return metrics.text()
+    if (!viaPrimary) return metrics.text()
     const [own, jobs] = await Promise.all([metrics.text(), childLink!.request<string>({ op: 'metrics' }).catch(() => '')])
     return own + jobs
   })
@@ -271,8 +271,8 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
       })
       hub.start()
     }
-    if (childLink && role === 'all') {
-      childLink.onState((st) => {
+    if (viaPrimary) {
+      childLink!.onState((st) => {
         lucent.engine = st.engine
       })
     }
