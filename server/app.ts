@@ -18,6 +18,7 @@ import { EnginePool } from './worker/pool.js'
 import { loadPrices } from './pricing.js'
 import { Authenticator, RateLimiter } from './auth.js'
 import { makeRunner } from './jobs/runner.js'
+import { StatusAnswers, watchJobWrites } from './jobs/status.js'
 import { ClusterHub, IpcQueue, IpcRateLimiter, type ClusterLink } from './cluster.js'
 import { ok, RETENTION_MS, type Lucent } from './context.js'
 import jobRoutes from './routes/jobs.js'
@@ -98,6 +99,16 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
     workers: async () => registry ? registry.list() : pool ? [localWorker()] : childLink?.state?.worker ? [childLink.state.worker] : [],
   })
   metrics.meter(store)
+  // task-status answers: converting jobs' too where this process hears of every job change (server/jobs/status.ts)
+  const hearsAllJobChanges = !config.redisUrl && !config.databaseUrl && role === 'all' && (!cl || cl.mode === 'child')
+  const status = new StatusAnswers(hearsAllJobChanges)
+  let hub: ClusterHub | null = null
+  watchJobWrites(store, (jobId) => {
+    status.changed(jobId)
+    hub?.jobChanged(jobId)
+    childLink?.jobChanged(jobId)
+  })
+  childLink?.onJobChanged((jobId) => status.changed(jobId))
   if (viaPrimary) metrics.dropJobFamilies()
   const lucent: Lucent = {
     config, store, storage, queue, pool: pool as EnginePool,
@@ -107,6 +118,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
     engine: runsJobs || viaPrimary ? { state: 'starting' } : { state: 'ready', info: { role } },
     closing: false,
     metrics,
+    status,
   }
   const startedAt = Date.now()
   function localWorker(): WorkerInfo {
@@ -229,7 +241,6 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
 
   // --- lifecycle: recover CONVERTING jobs, start the queue, load the engine; sweep expired objects -------
   let sweepTimer: NodeJS.Timeout | undefined
-  let hub: ClusterHub | null = null
   app.addHook('onReady', async () => {
     if (pool) {
       const shared = !!config.redisUrl

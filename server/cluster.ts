@@ -19,6 +19,8 @@
  *   - rate limits: the primary owns the token buckets; a child leases tokens (about 50 ms of a key's rate,
  *     1..1000) and spends them locally, asking again when the lease is spent or older than 1 s. A key never gets
  *     more than its bucket: unspent leased tokens lapse, they are never handed out twice.
+ *   - job changes (progress, completion, failure) are broadcast, so children keep converting jobs' task-status
+ *     answers exactly (server/jobs/status.ts).
  *   - engine state (for /healthz, /readyz, /metrics): broadcast by the primary with the queue depth; a child's
  *     /metrics adds the primary's job families (lucent_job_*, lucent_jobs_total), asked for on each scrape.
  * A child that dies is forked again; when the primary dies the children stop (the IPC channel closes).
@@ -50,6 +52,8 @@ type Message =
   | { t: 'res'; rid: number; ok: false; error: string }
   | { t: 'state'; state: PrimaryState }
   | { t: 'listening'; address: string }
+  /** a job's state changed (progress, completion, failure): kept task-status answers are dropped */
+  | { t: 'job'; id: string }
 
 const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string'
 
@@ -58,7 +62,11 @@ const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== n
 /** Answers the children's requests and broadcasts the primary's state (role all). */
 export class ClusterHub {
   private timer: NodeJS.Timeout | null = null
-  private onMessage = (w: Worker, m: unknown) => { if (isMessage(m) && m.t === 'req') this.answer(w, m.rid, m.req) }
+  private onMessage = (w: Worker, m: unknown) => {
+    if (!isMessage(m)) return
+    if (m.t === 'req') this.answer(w, m.rid, m.req)
+    else if (m.t === 'job') this.jobChanged(m.id)
+  }
 
   constructor(private readonly src: {
     state: () => PrimaryState
@@ -78,7 +86,15 @@ export class ClusterHub {
   }
 
   broadcast(): void {
-    const msg: Message = { t: 'state', state: this.src.state() }
+    this.sendAll({ t: 'state', state: this.src.state() })
+  }
+
+  /** A job's state changed (here, or in a child that said so): every child drops its kept answer. */
+  jobChanged(id: string): void {
+    this.sendAll({ t: 'job', id })
+  }
+
+  private sendAll(msg: Message): void {
     for (const w of Object.values(cluster.workers ?? {})) if (w) this.send(w, msg)
   }
 
@@ -126,6 +142,7 @@ export class ClusterLink {
   private rid = 0
   private pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>()
   private listeners: Array<(s: PrimaryState) => void> = []
+  private jobListeners: Array<(id: string) => void> = []
 
   constructor(private readonly proc: NodeJS.Process = process, private readonly timeoutMs = 5000) {
     if (!proc.send) throw new Error('ClusterLink: this process has no IPC channel (not a cluster child)')
@@ -134,6 +151,8 @@ export class ClusterLink {
       if (m.t === 'state') {
         this.state = m.state
         for (const f of this.listeners) f(m.state)
+      } else if (m.t === 'job') {
+        for (const f of this.jobListeners) f(m.id)
       } else if (m.t === 'res') {
         const p = this.pending.get(m.rid)
         if (!p) return
@@ -148,6 +167,16 @@ export class ClusterLink {
   onState(f: (s: PrimaryState) => void): void {
     this.listeners.push(f)
     if (this.state) f(this.state)
+  }
+
+  /** `f(jobId)` when the primary says a job's state changed. */
+  onJobChanged(f: (id: string) => void): void {
+    this.jobListeners.push(f)
+  }
+
+  /** This child changed a job's state (a submission that could not be queued): the primary tells every child. */
+  jobChanged(id: string): void {
+    this.proc.send?.({ t: 'job', id } satisfies Message)
   }
 
   request<T>(req: Request): Promise<T> {

@@ -8,6 +8,7 @@ import type { Prices } from './pricing.js'
 import type { Authenticator } from './auth.js'
 import type { Metrics } from './metrics.js'
 import type { ApiKey } from './store/types.js'
+import type { StatusAnswers } from './jobs/status.js'
 
 export interface Lucent {
   config: Config
@@ -23,6 +24,8 @@ export interface Lucent {
   engine: { state: 'starting' | 'ready' | 'error'; info?: unknown; models?: string[]; error?: string }
   closing: boolean
   metrics: Metrics
+  /** task-status answers kept in memory (server/jobs/status.ts). */
+  status: StatusAnswers
 }
 
 declare module 'fastify' {

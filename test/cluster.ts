@@ -82,6 +82,9 @@ t.test('two HTTP processes in front of one engine host', { skip: !addonBuilt && 
     return d.status !== 'CONVERTING' && d
   }, 120_000, 100)
   t.equal(done.status, 'COMPLETED')
+  // both children kept the converting answer while polled; the completion reached both
+  const after = await Promise.all(Array.from({ length: 6 }, () => post('/api/task-status', rich, { job_id: sub.body.data.job_id })))
+  t.same(after.map((r) => r.body.data.status), Array(6).fill('COMPLETED'), 'every child answers COMPLETED at once')
   const res = await request(done.res_url)
   t.equal(res.statusCode, 200)
   t.equal(res.headers['content-type'], 'image/png')

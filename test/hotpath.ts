@@ -8,6 +8,9 @@ import { Authenticator, RateLimiter, hashKey, newApiKey } from '../server/auth.j
 import { ApiError } from '../server/errors.js'
 import type { ApiKey } from '../server/store/types.js'
 import { build, createKey, post } from './helper.js'
+import { StatusAnswers, watchJobWrites } from '../server/jobs/status.js'
+import { SqliteStore } from '../server/store/sqlite.js'
+import path from 'node:path'
 
 const code = (f: () => unknown) => {
   try {
@@ -99,4 +102,39 @@ t.test('task-status: a finished job is answered from memory, still only to its o
   t.equal((await status(other.key)).error_code, 110400002, "another key's finished job is unknown (cached answer or not)")
   t.same(await status(owner.key), done, 'same answer again')
   t.equal(done.data.original_url, converting.data.original_url, 'links are stable across calls')
+})
+
+t.test('StatusAnswers: finished kept for good; converting kept only when live, until a change or liveMs', async (t) => {
+  const data = (status: string) => ({ job_id: 'j', status, progress: 0, original_url: 'u', consume_coins: 1 })
+  const off = new StatusAnswers(false, 2000)
+  off.put('j', 'k', data('CONVERTING'), 0)
+  t.equal(off.get('j', 1), undefined, 'not live: a converting answer is never kept')
+  off.put('j', 'k', data('COMPLETED'), 0)
+  t.equal(off.get('j', 1e12)?.data.status, 'COMPLETED', 'a finished answer is kept for good')
+  const on = new StatusAnswers(true, 2000)
+  on.put('j', 'k', data('CONVERTING'), 1000)
+  t.equal(on.get('j', 2999)?.keyId, 'k', 'live: kept')
+  t.equal(on.get('j', 3001), undefined, 'dropped after liveMs')
+  on.put('j', 'k', data('CONVERTING'), 5000)
+  on.changed('j')
+  t.equal(on.get('j', 5001), undefined, 'dropped on a change')
+})
+
+t.test('watchJobWrites: every job-state write reports its job, also when it throws', async (t) => {
+  const dir = t.testdir()
+  const store = new SqliteStore(path.join(dir, 'w.db'))
+  t.teardown(() => store.close())
+  const seen: string[] = []
+  watchJobWrites(store, (id) => seen.push(id))
+  const k = newApiKey()
+  await store.createKey({ id: k.id, hash: k.hash, coins: 10, trial: 0, expiresAt: null, rate: null })
+  await store.debitAndCreateJob({ id: 'j1', keyId: k.id, kind: 'photo', model: 'general_4x', params: {}, coins: 1, originalKey: 'o/j1.png' })
+  await store.debitAndCreateJob({ id: 'j2', keyId: k.id, kind: 'photo', model: 'general_4x', params: {}, coins: 1, originalKey: 'o/j2.png' })
+  await store.setProgress('j1', 10)
+  await store.completeJob('j1', 'r/j1.png')
+  await store.failJob('j2', 100500000, 'x')
+  t.same(seen, ['j1', 'j1', 'j2'])
+  await store.close()
+  await t.rejects(store.setProgress('j1', 20), 'a closed store throws')
+  t.same(seen, ['j1', 'j1', 'j2', 'j1'], 'reported anyway')
 })

@@ -16,9 +16,7 @@ import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, RETENTION_MS, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, errorResponses } from './schemas.js'
 import type { DebitResult, NewJob } from '../store/types.js'
-import { BoundedCache } from '../cache.js'
-
-interface TaskStatusData { job_id: string; status: string; progress: number; original_url: string; consume_coins: number; res_url?: string; error_code?: number; message?: string }
+import type { TaskStatusData } from '../jobs/status.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -139,16 +137,14 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     })
   })
 
-  // A finished job (COMPLETED / ERROR) never changes again: its status answer is kept, so polling a finished job
-  // costs no store read and no link signing. Bounded; a miss just reads the store.
-  const finished = new BoundedCache<string, { keyId: string; data: TaskStatusData }>(20_000)
   app.post('/api/task-status', {
     schema: { summary: 'Job status', tags: ['jobs'], security: [{ apikey: [] }], body: TaskStatusBody, response: { 200: TaskStatus, ...errorResponses } },
   }, async (req) => {
-    const hit = finished.get(req.body.job_id)
-    if (hit) {
-      if (hit.keyId !== req.apiKey!.id) throw new ApiError(110400002)
-      return ok(hit.data)
+    // kept answers: server/jobs/status.ts (finished jobs; converting ones where every change is heard)
+    const kept = l.status.get(req.body.job_id)
+    if (kept) {
+      if (kept.keyId !== req.apiKey!.id) throw new ApiError(110400002)
+      return ok(kept.data)
     }
     const job = await l.store.jobStatus(req.body.job_id)
     // Another key's job is reported as unknown: job ids are not shared across keys.
@@ -165,7 +161,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       data.error_code = job.errorCode ?? 100500006
       data.message = job.errorMessage ?? ''
     }
-    if (job.status !== 'CONVERTING') finished.set(job.id, { keyId: job.keyId, data })
+    l.status.put(job.id, job.keyId, data)
     return ok(data)
   })
 }
