@@ -1,6 +1,6 @@
 /**
  * The request hot path's memoisation: BoundedCache, the key cache (sync and async lookups), token grants, and
- * task-status answers kept for finished jobs (still per key; a converting job is read on every call).
+ * task-status answers kept in memory (finished jobs; converting ones until they change), still per key.
  */
 import t from 'tap'
 import { BoundedCache } from '../server/cache.js'
@@ -94,7 +94,7 @@ t.test('task-status: a finished job is answered from memory, still only to its o
   const converting = await status(owner.key)
   t.equal(converting.data.status, 'CONVERTING')
   await store.setProgress('a'.repeat(32), 40)
-  t.equal((await status(owner.key)).data.progress, 40, 'a converting job is read on every call')
+  t.equal((await status(owner.key)).data.progress, 40, 'a progress write is seen at once (the kept converting answer is dropped)')
   t.ok(await store.completeJob('a'.repeat(32), `r/${'a'.repeat(32)}.png`))
   const done = await status(owner.key)
   t.equal(done.data.status, 'COMPLETED')
