@@ -30,6 +30,7 @@ import { ApiError } from './errors.js'
 import { BoundedCache } from './cache.js'
 import { rateLimited, type RateLimiter } from './auth.js'
 import type { JobHandler, Queue } from './queue/types.js'
+import { QueueBound } from './queue/bound.js'
 import type { Lucent } from './context.js'
 import type { WorkerInfo } from './roles/registry.js'
 
@@ -203,26 +204,18 @@ export class ClusterLink {
 
 /** A child's queue: jobs go to the primary's queue; the bound uses the primary's broadcast depth. */
 export class IpcQueue implements Queue {
-  private reserved = 0
   private closed = false
+  private readonly bound: QueueBound
 
-  constructor(private readonly link: ClusterLink, private readonly max: number) {}
-
-  private get waiting(): number { return this.link.state?.queue.waiting ?? 0 }
-
-  tryReserve(): boolean {
-    if (this.closed || this.waiting + this.reserved >= this.max) return false
-    this.reserved++
-    return true
+  constructor(private readonly link: ClusterLink, max: number) {
+    this.bound = new QueueBound(max, () => this.link.state?.queue.waiting ?? 0, () => this.closed)
   }
 
-  release(): void {
-    if (this.reserved > 0) this.reserved--
-  }
+  tryReserve(): boolean { return this.bound.tryReserve() }
+  release(): void { this.bound.release() }
 
   async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
-    if (opts.reserved) this.release()
-    else if (!opts.force && this.waiting + this.reserved >= this.max) throw new Error('queue full')
+    this.bound.admit(opts)
     const q = await this.link.request<PrimaryState['queue']>({ op: 'enqueue', jobId })
     if (this.link.state) this.link.state.queue = q
   }
@@ -236,7 +229,7 @@ export class IpcQueue implements Queue {
 
   stats(): QueueStats {
     const q = this.link.state?.queue
-    return { waiting: q?.waiting ?? 0, running: q?.running ?? 0, reserved: this.reserved, max: this.max }
+    return { waiting: q?.waiting ?? 0, running: q?.running ?? 0, reserved: this.bound.reserved, max: this.bound.max }
   }
 
   async close(): Promise<void> { this.closed = true }

@@ -15,6 +15,7 @@ import crypto from 'node:crypto'
 import os from 'node:os'
 import { Queue as BQueue, Worker, QueueEvents, type ConnectionOptions, type Job as BJob } from 'bullmq'
 import type { JobHandler, Queue } from './types.js'
+import { QueueBound } from './bound.js'
 
 export interface BullQueueOptions {
   redisUrl: string
@@ -59,7 +60,7 @@ export class BullQueue implements Queue {
   private waiting = 0
   private active = 0
   private running = 0
-  private reserved = 0
+  private readonly bound: QueueBound
   private closed = false
   private readonly timer: NodeJS.Timeout
   /** Set when the last refresh of the shared counts failed (Redis unreachable). */
@@ -69,6 +70,7 @@ export class BullQueue implements Queue {
     this.name = o.name ?? 'jobs'
     this.prefix = o.prefix ?? 'lucent'
     this.connection = redisConnection(o.redisUrl)
+    this.bound = new QueueBound(o.max, () => this.waiting, () => this.closed)
     this.queue = new BQueue(this.name, { connection: this.connection, prefix: this.prefix })
     this.queue.on('error', (e) => { this.lastError = String(e?.message ?? e) })
     this.timer = setInterval(() => { this.refresh().catch(() => {}) }, o.countsMs ?? 500).unref()
@@ -108,19 +110,11 @@ export class BullQueue implements Queue {
     }
   }
 
-  tryReserve(): boolean {
-    if (this.closed || this.waiting + this.reserved >= this.o.max) return false
-    this.reserved++
-    return true
-  }
-
-  release(): void {
-    if (this.reserved > 0) this.reserved--
-  }
+  tryReserve(): boolean { return this.bound.tryReserve() }
+  release(): void { this.bound.release() }
 
   async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
-    if (opts.reserved) this.release()
-    else if (!opts.force && this.waiting + this.reserved >= this.o.max) throw new Error('queue full')
+    this.bound.admit(opts)
     await this.queue.add('enhance', { jobId }, {
       jobId,
       attempts: this.o.attempts,
@@ -167,7 +161,7 @@ export class BullQueue implements Queue {
   }
 
   stats() {
-    return { waiting: this.waiting, running: this.running, reserved: this.reserved, max: this.o.max, active: this.active }
+    return { waiting: this.waiting, running: this.running, reserved: this.bound.reserved, max: this.o.max, active: this.active }
   }
 
   async close(): Promise<void> {

@@ -1,33 +1,29 @@
 /** Bounded in-process queue; concurrency = worker pool size. Jobs are durable in the Store, not here. */
 import type { JobHandler, Queue } from './types.js'
+import { QueueBound } from './bound.js'
 
 export class MemoryQueue implements Queue {
   private waiting: string[] = []
   private head = 0
   private running = 0
-  private reserved = 0
   private paused = false
   private closed = false
   private handler: JobHandler | null = null
   private idle: Array<() => void> = []
 
-  constructor(private readonly max: number, private readonly concurrency: number) {}
+  private readonly bound: QueueBound
+
+  constructor(max: number, private readonly concurrency: number) {
+    this.bound = new QueueBound(max, () => this.size, () => this.closed)
+  }
 
   private get size() { return this.waiting.length - this.head }
 
-  tryReserve(): boolean {
-    if (this.closed || this.size + this.reserved >= this.max) return false
-    this.reserved++
-    return true
-  }
-
-  release(): void {
-    if (this.reserved > 0) this.reserved--
-  }
+  tryReserve(): boolean { return this.bound.tryReserve() }
+  release(): void { this.bound.release() }
 
   async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
-    if (opts.reserved) this.release()
-    else if (!opts.force && this.size + this.reserved >= this.max) throw new Error('queue full')
+    this.bound.admit(opts)
     this.waiting.push(jobId)
     this.pump()
   }
@@ -43,7 +39,7 @@ export class MemoryQueue implements Queue {
     this.pump()
   }
 
-  stats() { return { waiting: this.size, running: this.running, reserved: this.reserved, max: this.max } }
+  stats() { return { waiting: this.size, running: this.running, reserved: this.bound.reserved, max: this.bound.max } }
 
   private pump(): void {
     while (this.handler && !this.paused && !this.closed && this.running < this.concurrency && this.size > 0) {

@@ -44,6 +44,22 @@ fn reject_with(env: &Env, e: lucent_core::Error) -> napi::Result<()> {
     Err(napi::Error::from(unknown))
 }
 
+/// A task's `compute` keeps the engine error here for `reject`; the task itself fails with the message.
+fn stash<T>(slot: &mut Option<lucent_core::Error>, r: lucent_core::Result<T>) -> napi::Result<T> {
+    r.map_err(|e| {
+        let m = e.message.clone();
+        *slot = Some(e);
+        napi::Error::from_reason(m)
+    })
+}
+
+/// A task's `reject`: the stashed engine error (else an internal one) as a JS Error with its code.
+fn reject_stashed<T>(env: &Env, slot: &mut Option<lucent_core::Error>, err: napi::Error) -> napi::Result<T> {
+    let e = slot.take().unwrap_or_else(|| lucent_core::Error::new(Code::Internal, err.reason.clone()));
+    reject_with(env, e)?;
+    Err(err)
+}
+
 #[napi(object)]
 pub struct EngineOptions {
     pub model_dir: String,
@@ -225,14 +241,7 @@ impl Task for EnhanceTask {
     type JsValue = EnhanceResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let engine = match Engine::global() {
-            Ok(e) => e,
-            Err(e) => {
-                let m = e.message.clone();
-                self.err = Some(e);
-                return Err(napi::Error::from_reason(m));
-            }
-        };
+        let engine = stash(&mut self.err, Engine::global())?;
         let last = std::sync::atomic::AtomicU32::new(u32::MAX);
         let tsfn = self.progress.as_ref();
         let report = |p: u32| {
@@ -244,11 +253,7 @@ impl Task for EnhanceTask {
         };
         let r = engine.enhance(&self.data, &self.opts, &self.cancel, &report);
         self.data = Vec::new();
-        r.map_err(|e| {
-            let m = e.message.clone();
-            self.err = Some(e);
-            napi::Error::from_reason(m)
-        })
+        stash(&mut self.err, r)
     }
 
     fn resolve(&mut self, _env: Env, o: Self::Output) -> napi::Result<EnhanceResult> {
@@ -265,9 +270,7 @@ impl Task for EnhanceTask {
     }
 
     fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<EnhanceResult> {
-        let e = self.err.take().unwrap_or_else(|| lucent_core::Error::new(Code::Internal, err.reason.clone()));
-        reject_with(&env, e)?;
-        Err(err)
+        reject_stashed(&env, &mut self.err, err)
     }
 }
 
@@ -308,14 +311,7 @@ impl Task for FramesTask {
     type JsValue = FramesResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let engine = match Engine::global() {
-            Ok(e) => e,
-            Err(e) => {
-                let m = e.message.clone();
-                self.err = Some(e);
-                return Err(napi::Error::from_reason(m));
-            }
-        };
+        let engine = stash(&mut self.err, Engine::global())?;
         let face_model = lucent_engine::face::style(lucent_engine::Kind::Video, &self.model).is_some();
         let r = if face_model {
             lucent_engine::face::FaceTracker::from_bytes(self.face_state.as_deref().unwrap_or(&[])).and_then(|mut t| {
@@ -327,11 +323,7 @@ impl Task for FramesTask {
             engine.enhance_frames(&self.data, self.w, self.h, self.count, &self.model, &self.cancel).map(|(d, w, h)| (d, w, h, None))
         };
         self.data = Vec::new();
-        r.map_err(|e| {
-            let m = e.message.clone();
-            self.err = Some(e);
-            napi::Error::from_reason(m)
-        })
+        stash(&mut self.err, r)
     }
 
     fn resolve(&mut self, _env: Env, o: Self::Output) -> napi::Result<FramesResult> {
@@ -339,9 +331,7 @@ impl Task for FramesTask {
     }
 
     fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<FramesResult> {
-        let e = self.err.take().unwrap_or_else(|| lucent_core::Error::new(Code::Internal, err.reason.clone()));
-        reject_with(&env, e)?;
-        Err(err)
+        reject_stashed(&env, &mut self.err, err)
     }
 }
 
