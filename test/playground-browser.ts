@@ -2,7 +2,7 @@
  * The playground in a real browser: Debian's Chromium driven by playwright-core against a spawned `lucent serve`
  * (CPU engine). An invalid key shows the API's message; a face photo runs through face_2x; the result's natural
  * size is 2x; the comparison slider moves by mouse and keyboard; the download is the 2x PNG; the key survives a
- * reload; a phone-sized viewport has no horizontal scroll; the page works under its CSP with no violation
+ * reload; a phone-sized viewport has no horizontal scroll; a short video comes back side by side at 2x; a failing job shows its task-status message; the page works under its CSP with no violation
  * (and a deliberate eval() shows violations would be caught).
  *
  * Screenshots: test-artifacts/playground/{desktop,phone}.png (git-ignored). The README's docs/playground.png is made
@@ -14,7 +14,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process'
 import { request } from 'undici'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { repoRoot, sharedData, tempDir, modelDir, addonBuilt, waitFor, freePort } from './helper.js'
@@ -25,6 +25,7 @@ const chromiumPath = process.env.LUCENT_CHROMIUM || '/usr/bin/chromium'
 const face = path.join(sharedData, 'faces/cropped/0143.png')
 const readmeShot = process.env.LUCENT_PLAYGROUND_README_SHOT
 const artifacts = path.join(repoRoot, 'test-artifacts', 'playground')
+const hasFfmpeg = spawnSync('ffmpeg', ['-version']).status === 0
 const missing = !fs.existsSync(chromiumPath) ? `no Chromium at ${chromiumPath}` : !addonBuilt ? 'native addon not built' : !fs.existsSync(face) ? `no ${face}` : null
 if (missing && process.env.CI) throw new Error(`playground browser test cannot run in CI: ${missing}`)
 
@@ -224,6 +225,51 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   await page.reload()
   await page.waitForSelector('html[data-ready=true]')
   t.equal(await page.inputValue('#api-key'), key)
+
+  // --- a job that fails: its status message is shown (and the coins are back) ------------------------------------
+  const cut = path.join(dataDir, 'cut.png')
+  await fsp.writeFile(cut, input.subarray(0, input.length - 40)) // header intact (accepted), data cut (engine fails)
+  await page.setInputFiles('#file', cut)
+  await page.waitForFunction(() => /coins/.test(document.getElementById('price')!.textContent ?? ''))
+  await page.selectOption('#model', 'face_2x')
+  await page.click('#submit')
+  await page.waitForSelector('#error:not([hidden])', { timeout: 120_000 })
+  const failedJob = /job ([0-9a-f]+)/.exec((await page.textContent('#status')) ?? '')![1]
+  const st = await request(`${base}/api/task-status`, { method: 'POST', headers: { apikey: key, 'content-type': 'application/json' }, body: JSON.stringify({ job_id: failedJob }) })
+  const failed = ((await st.body.json()) as { data: { status: string; message: string; error_code: number } }).data
+  t.equal(failed.status, 'ERROR')
+  t.equal(await page.textContent('#error'), `${failed.message} (error ${failed.error_code})`, "the failed job's message from task-status")
+  t.match(await page.textContent('#status'), /refunded/)
+  t.equal(await page.isHidden('#result'), true, 'no result shown for a failed job')
+
+  // --- a video: side by side, at the resolution asked for ----------------------------------------------------------
+  if (hasFfmpeg) {
+    const clip = path.join(dataDir, 'clip.mp4')
+    execFileSync('ffmpeg', ['-v', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc2=size=96x64:rate=8', '-t', '1', '-pix_fmt', 'yuv420p', '-c:v', 'libx264', clip])
+    await page.setInputFiles('#file', clip)
+    await page.waitForFunction(() => /coins/.test(document.getElementById('price')!.textContent ?? ''))
+    await page.selectOption('#model', 'general_restore_2x')
+    t.same([await page.inputValue('#out-w'), await page.inputValue('#out-h')], ['192', '128'], 'output resolution: input x scale')
+    t.match(await page.textContent('#price'), /^about 10 coins for 1\.0 s: 10 coins per second at 720p/)
+    t.equal(await page.isVisible('#format'), false, 'no photo format choice for a video')
+    await page.click('#submit')
+    await page.waitForSelector('#result:not([hidden])', { timeout: 240_000 })
+    t.equal(await page.isVisible('#compare'), false, 'no slider for a video')
+    await page.waitForFunction(() => (document.getElementById('v-after') as HTMLVideoElement).videoWidth > 0 && (document.getElementById('v-before') as HTMLVideoElement).videoWidth > 0)
+    const v = await page.evaluate(() => {
+      const [b, a] = ['v-before', 'v-after'].map((id) => document.getElementById(id) as HTMLVideoElement)
+      const [rb, ra] = [b, a].map((x) => x.getBoundingClientRect())
+      return { before: [b.videoWidth, b.videoHeight], after: [a.videoWidth, a.videoHeight], sameRow: Math.abs(rb.top - ra.top) < 1 && rb.right <= ra.left }
+    })
+    t.same(v.before, [96, 64])
+    t.same(v.after, [192, 128], 'the enhanced video plays at the resolution asked for')
+    t.ok(v.sameRow, 'original and result side by side')
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#download')])
+    t.equal(dl.suggestedFilename(), 'clip_general_restore_2x.mp4')
+    await page.screenshot({ path: path.join(artifacts, 'video.png'), fullPage: true })
+  } else {
+    t.comment('no ffmpeg: the video part is skipped')
+  }
 
   // --- CSP: nothing was blocked, no script error; a deliberate eval() is caught (the check can fail) ---------------
   const violations = await page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)

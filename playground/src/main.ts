@@ -324,7 +324,7 @@ el.form.addEventListener('submit', async (e) => {
       if (s.status === 'CONVERTING') progress(`Converting… ${s.progress ?? 0}% (${secs} s, ${charged})`, s.progress ?? 0)
     })
     if (done.status === 'ERROR') {
-      progress(`Failed after ${Math.round((Date.now() - started) / 1000)} s (${job.job_id}); the coins were refunded.`, 0)
+      progress(`Failed after ${Math.round((Date.now() - started) / 1000)} s: job ${job.job_id}; the coins were refunded.`, 0)
       showError(`${done.message || 'The task failed, please try again'}${done.error_code ? ` (error ${done.error_code})` : ''}`)
       return
     }
