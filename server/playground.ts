@@ -1,5 +1,6 @@
 /**
- * The web playground (playground/, issue 13) as one Fastify plugin: GET / and GET /playground answer the page,
+ * The web playground (playground/, issue 13) as one Fastify plugin: GET / and GET /playground answer the page
+ * (/playground/ redirects there),
  * GET /playground/assets/<name>-<hash>.<ext> its bundled assets. The page uses only the public API.
  *
  * Files come from playground/dist (built by `npm run build:playground`, which `npm ci` runs through the
@@ -100,6 +101,8 @@ const playground: FastifyPluginAsync<{ dist?: string }> = async (app, opts) => {
       return send(req, reply, files.page, 'no-cache')
     })
   }
+  // relative asset and API paths resolve from /playground, not from /playground/
+  app.get('/playground/', hidden, async (_req, reply) => reply.redirect('../playground', 301))
   // one route per built file: any other name under the prefix gets the API's not-found answer
   for (const [name, f] of files.assets) {
     app.get(ASSET_PREFIX + name, hidden, async (req, reply) => send(req, reply, f, 'public, max-age=31536000, immutable'))

@@ -133,6 +133,19 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   await page.waitForSelector('html[data-ready=true]')
   t.ok(await page.locator('#model option[value=face_2x]').count(), 'models from GET /api/models')
 
+  // --- keyboard: Tab goes key -> Show -> Forget -> file picker, each with a visible focus ring ---------------------
+  await page.focus('#api-key')
+  const ring = () => page.evaluate(() => {
+    const a = document.activeElement as HTMLElement
+    return { id: a.id, outline: getComputedStyle(a.id === 'file' ? document.getElementById('drop')! : a).outlineStyle }
+  })
+  const order = []
+  for (let i = 0; i < 3; i++) {
+    await page.keyboard.press('Tab')
+    order.push(await ring())
+  }
+  t.same(order, [{ id: 'key-show', outline: 'solid' }, { id: 'key-forget', outline: 'solid' }, { id: 'file', outline: 'solid' }], 'focus order and rings')
+
   // --- an invalid key: the API's own message is shown ------------------------------------------------------------
   const bad = 'lk_not-a-real-key'
   const apiSays = await request(`${base}/api/oss/upload`, { method: 'POST', headers: { apikey: bad } })
@@ -229,7 +242,16 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   // --- a job that fails: its status message is shown (and the coins are back) ------------------------------------
   const cut = path.join(dataDir, 'cut.png')
   await fsp.writeFile(cut, input.subarray(0, input.length - 40)) // header intact (accepted), data cut (engine fails)
-  await page.setInputFiles('#file', cut)
+  // dropped on the zone this time (a DataTransfer holding the file, as a drag from the desktop delivers it)
+  const dataTransfer = await page.evaluateHandle((b64) => {
+    const dt = new DataTransfer()
+    dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], 'cut.png', { type: 'image/png' }))
+    return dt
+  }, (await fsp.readFile(cut)).toString('base64'))
+  await page.dispatchEvent('#drop', 'dragover', { dataTransfer })
+  t.equal(await page.evaluate(() => document.getElementById('drop')!.classList.contains('over')), true, 'the zone shows a drag over it')
+  await page.dispatchEvent('#drop', 'drop', { dataTransfer })
+  await page.waitForFunction(() => /^cut\.png: photo/.test(document.getElementById('file-info')!.textContent ?? ''))
   await page.waitForFunction(() => /coins/.test(document.getElementById('price')!.textContent ?? ''))
   await page.selectOption('#model', 'face_2x')
   await page.click('#submit')

@@ -59,6 +59,9 @@ t.test('the page: no-cache + ETag, strict CSP, security headers, nothing inline'
     const head = await app.inject({ method: 'HEAD', url })
     t.equal(head.statusCode, 200)
   }
+  const slash = await app.inject({ method: 'GET', url: '/playground/' })
+  t.equal(slash.statusCode, 301)
+  t.equal(new URL(slash.headers.location as string, 'http://h/playground/').pathname, '/playground', '/playground/ -> /playground (relative links)')
 })
 
 t.test('assets: hashed names, immutable, the integrity the page names', async (t) => {
