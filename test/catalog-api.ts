@@ -6,6 +6,7 @@ import { createRequire } from 'node:module'
 import { build, createKey, repoRoot, addonBuilt, tempDir } from './helper.js'
 import { PHOTO_LIMITS, PHOTO_MODELS, VIDEO_MAX_OUT_MP, VIDEO_MODELS } from '../server/catalog.js'
 import { DEFAULT_PRICES, photoPrice, videoPrice, type Prices } from '../server/pricing.js'
+import { modelsData } from '../server/routes/models.js'
 
 interface Entry {
   name: string; kind: 'photo' | 'video'; family: string; scale: number; category: string; aliases: string[]
@@ -146,4 +147,13 @@ t.test('in /docs', async (t) => {
   const schema = op.responses['200'].content['application/json'].schema
   t.ok(schema.properties.data.properties.models.items.properties.price, 'the model schema is documented')
   t.notOk(doc.paths['/'], 'the playground page is not an API path')
+})
+
+t.test('without the engine catalog (addon not loadable on a gateway host): every model still listed, runnable', async (t) => {
+  const data = modelsData(DEFAULT_PRICES, [])
+  t.equal(data.models.length, PHOTO_MODELS.size + VIDEO_MODELS.size)
+  t.ok(data.models.every((m) => m.available), 'the API accepts them; the workers decide')
+  t.equal(data.models.find((m) => m.name === 'face_4x')!.description, 'Face Clear 4x')
+  const some = modelsData(DEFAULT_PRICES, [{ name: 'general_2x', kind: 'photo', description: 'd', available: false }])
+  t.equal(some.models.find((m) => m.name === 'general_2x')!.available, false, "the engine's word when there is one")
 })

@@ -127,6 +127,18 @@ t.test('scale-out: S3 result links (pre-signed, at the public endpoint) are allo
   t.notMatch(contentSecurityPolicy(["https://x.example'; script-src *"]), /script-src \*/, 'an origin cannot inject directives')
 })
 
+t.test("the page's TypeScript type-checks (strict, DOM types; esbuild only strips types)", async (t) => {
+  const tsc = path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
+  const out = (() => {
+    try {
+      return execFileSync(process.execPath, [tsc, '-p', path.join(repoRoot, 'playground')], { encoding: 'utf8' })
+    } catch (e) {
+      return String((e as { stdout?: string }).stdout ?? e)
+    }
+  })()
+  t.equal(out.trim(), '', 'tsc -p playground: no errors')
+})
+
 t.test('not built: the page answers 503 saying how to build it', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())

@@ -62,7 +62,7 @@ const ModelEntry = Type.Object({
   category: Type.String({ description: 'photo: enhance | generative_portrait | generative; video: standard | premium' }),
   aliases: Type.Array(Type.String()),
   description: Type.String(),
-  available: Type.Boolean({ description: 'false: accepted by the API, but this deployment cannot run it (the job ends in ERROR, refunded)' }),
+  available: Type.Boolean({ description: "false: accepted by the API, but the engine's catalog says it cannot run here (the job ends in ERROR, refunded)" }),
   price: Type.Union([PhotoPrice, VideoPrice]),
   limits: Type.Object({
     max_input_mp: Type.Union([Type.Number(), Type.Null()], { description: 'null = no limit' }),
@@ -102,7 +102,8 @@ export function modelsData(prices: Prices, engine: EngineEntry[] = engineCatalog
   const known = new Map(engine.map((e) => [`${e.kind}:${e.name}`, e]))
   const described = (kind: 'photo' | 'video', name: string, scale: number) => {
     const e = known.get(`${kind}:${name}`)
-    return { description: e?.description ?? `${family(kind, name)} ${scale}x`, available: e ? e.available : false }
+    // not in the engine's catalog here (addon not loadable on this gateway host): the API accepts it; workers decide
+    return { description: e?.description ?? `${family(kind, name)} ${scale}x`, available: e ? e.available : true }
   }
   const photo = [...PHOTO_MODELS.values()].map((m) => ({
     name: m.name, kind: 'photo' as const, family: family('photo', m.name), scale: m.scale, category: m.category,
