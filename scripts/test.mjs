@@ -49,6 +49,8 @@ if (only !== 'js') {
   if (r.code !== 0) failed = true
 }
 if (only !== 'rust') {
+  // the playground page the suites serve and drive in Chromium (scripts/build-playground.mjs; fast)
+  if ((await run(process.execPath, [path.join(root, 'scripts/build-playground.mjs')])).code !== 0) failed = true
   const r = await run('npx', ['tap', '--reporter=tap', ...tapArgs], { capture: true })
   const m = /# \{ total: (\d+)(?:, pass: (\d+))?(?:, fail: (\d+))?/.exec(r.out.slice(-4000))
   const pass = m ? Number(m[2] ?? 0) : 0

@@ -24,6 +24,8 @@ import { ok, RETENTION_MS, type Lucent } from './context.js'
 import jobRoutes from './routes/jobs.js'
 import ossRoutes from './routes/oss.js'
 import fileRoutes from './routes/files.js'
+import modelRoutes from './routes/models.js'
+import playground from './playground.js'
 
 export type { Lucent } from './context.js'
 
@@ -237,6 +239,8 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
     await app.register(jobRoutes)
     await app.register(ossRoutes)
     await app.register(fileRoutes)
+    await app.register(modelRoutes)
+    if (config.playground) await app.register(playground)
   }
 
   // --- lifecycle: recover CONVERTING jobs, start the queue, load the engine; sweep expired objects -------

@@ -36,6 +36,7 @@
  * | LUCENT_QUEUE_LOCK_MS       | 30000                 | BullMQ job lock; a dead worker's job is retried after about this long |
  * | LUCENT_QUEUE_STALLED_MS    | 15000                 | BullMQ stalled-job check interval |
  * | LUCENT_QUEUE_BACKOFF_MS    | 2000                  | First retry delay of a job whose run threw (exponential) |
+ * | LUCENT_PLAYGROUND          | 1                     | 0: no web playground at / (server/playground.ts); API roles only |
  */
 import path from 'node:path'
 import os from 'node:os'
@@ -73,6 +74,8 @@ export interface Config {
   queueBackoffMs: number
   /** S3 media storage; null = local disk. */
   s3: S3Config | null
+  /** Serve the web playground at / and /playground (server/playground.ts). */
+  playground: boolean
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number {
@@ -101,6 +104,14 @@ function s3Config(env: NodeJS.ProcessEnv): S3Config | null {
     forcePathStyle: /^(1|true|yes)$/i.test(env.LUCENT_S3_FORCE_PATH_STYLE?.trim() ?? ''),
     publicEndpoint: env.LUCENT_S3_PUBLIC_ENDPOINT?.trim() || undefined,
   }
+}
+
+function flag(env: NodeJS.ProcessEnv, name: string, def: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase()
+  if (!raw) return def
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true
+  if (['0', 'false', 'no', 'off'].includes(raw)) return false
+  throw new Error(`configuration: ${name} must be 1 or 0 (got ${JSON.stringify(env[name])})`)
 }
 
 function role(v: string | undefined): Config['role'] {
@@ -144,6 +155,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     queueStalledMs: int(env, 'LUCENT_QUEUE_STALLED_MS', 15_000, 500),
     queueBackoffMs: int(env, 'LUCENT_QUEUE_BACKOFF_MS', 2000, 0),
     s3: s3Config(env),
+    playground: flag(env, 'LUCENT_PLAYGROUND', true),
   }
   return { ...cfg, ...overrides }
 }

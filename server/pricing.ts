@@ -48,12 +48,14 @@ export function photoPrice(prices: Prices, category: PhotoCategory, outPixels: n
   return table[table.length - 1][1]
 }
 
+/** Video price tiers by the output's short side (inclusive upper bound in px; null = no bound), ascending. */
+export const VIDEO_TIERS: ReadonlyArray<readonly [keyof Prices['video'], number | null]> = [
+  ['720p', 720], ['1080p', 1080], ['2k', 1440], ['4k', 2160], ['8k', null],
+]
+
 export function videoTier(width: number, height: number): keyof Prices['video'] {
   const short = Math.min(width, height)
-  if (short <= 720) return '720p'
-  if (short <= 1080) return '1080p'
-  if (short <= 1440) return '2k'
-  if (short <= 2160) return '4k'
+  for (const [tier, max] of VIDEO_TIERS) if (max === null || short <= max) return tier
   return '8k'
 }
 
