@@ -28,6 +28,13 @@ export class MemoryQueue implements Queue {
     this.pump()
   }
 
+  async remove(jobId: string): Promise<boolean> {
+    const i = this.waiting.indexOf(jobId, this.head)
+    if (i < 0) return false
+    this.waiting.splice(i, 1)
+    return true
+  }
+
   process(handler: JobHandler): void {
     this.handler = handler
     this.pump()
