@@ -110,34 +110,33 @@ export interface VideoModel {
   limits: { maxOutMP: number; minSeconds: number; maxSeconds: number }
 }
 
-const catalog = readCatalog()
-
-export const PHOTO_MODELS: ReadonlyMap<string, PhotoModel> = new Map(catalog.flatMap((m) => m.kind === 'photo'
-  ? [[m.name, { name: m.name, scale: m.scale, category: m.category, priceClass: m.price_class, limits: { maxInMP: m.limits.max_in_mp, maxOutMP: m.limits.max_out_mp } }] as const]
-  : []))
-
-const PHOTO_ALIASES: ReadonlyMap<string, string> = new Map(catalog.flatMap((m) => (m.kind === 'photo' ? m.aliases.map((a) => [a, m.name] as const) : [])))
-
-/** Every accepted photo model_name: the catalog's names, then their aliases (the request schema's enum). */
-export const PHOTO_MODEL_NAMES = [...PHOTO_MODELS.keys(), ...PHOTO_ALIASES.keys()]
-
-/** A photo model by name or alias. */
-export function photoModel(name: string): PhotoModel | undefined {
-  return PHOTO_MODELS.get(PHOTO_ALIASES.get(name) ?? name)
+/** The gateway's lookups over a list of catalog models (the module's exports are those of models/catalog.json). */
+export function catalogMaps(models: CatalogModel[]) {
+  const photo = new Map<string, PhotoModel>()
+  const video = new Map<string, VideoModel>()
+  const photoAliases = new Map<string, string>()
+  const videoAliases = new Map<string, string>()
+  for (const m of models) {
+    if (m.kind === 'photo') {
+      photo.set(m.name, { name: m.name, scale: m.scale, category: m.category, priceClass: m.price_class, limits: { maxInMP: m.limits.max_in_mp, maxOutMP: m.limits.max_out_mp } })
+      for (const a of m.aliases) photoAliases.set(a, m.name)
+    } else {
+      video.set(m.name, { name: m.name, scale: m.scale, priceClass: m.price_class, limits: { maxOutMP: m.limits.max_out_mp, minSeconds: m.limits.min_seconds, maxSeconds: m.limits.max_seconds } })
+      for (const a of m.aliases) videoAliases.set(a, m.name)
+    }
+  }
+  return {
+    PHOTO_MODELS: photo as ReadonlyMap<string, PhotoModel>,
+    /** Every accepted photo model_name: the catalog's names, then their aliases (the request schema's enum). */
+    PHOTO_MODEL_NAMES: [...photo.keys(), ...photoAliases.keys()],
+    /** A photo model by name or alias. */
+    photoModel: (name: string): PhotoModel | undefined => photo.get(photoAliases.get(name) ?? name),
+    VIDEO_MODELS: video as ReadonlyMap<string, VideoModel>,
+    /** Every accepted video model_name: the catalog's names, then their aliases. */
+    VIDEO_MODEL_NAMES: [...video.keys(), ...videoAliases.keys()],
+    /** A video model by name or alias. */
+    videoModel: (name: string): VideoModel | undefined => video.get(videoAliases.get(name) ?? name),
+  }
 }
 
-export const VIDEO_MODELS: ReadonlyMap<string, VideoModel> = new Map(catalog.flatMap((m) => m.kind === 'video'
-  ? [[m.name, {
-    name: m.name, scale: m.scale, priceClass: m.price_class,
-    limits: { maxOutMP: m.limits.max_out_mp, minSeconds: m.limits.min_seconds, maxSeconds: m.limits.max_seconds },
-  }] as const]
-  : []))
-const VIDEO_ALIASES: ReadonlyMap<string, string> = new Map(catalog.flatMap((m) => (m.kind === 'video' ? m.aliases.map((a) => [a, m.name] as const) : [])))
-
-/** Every accepted video model_name: the catalog's names, then their aliases. */
-export const VIDEO_MODEL_NAMES = [...VIDEO_MODELS.keys(), ...VIDEO_ALIASES.keys()]
-
-/** A video model by name or alias. */
-export function videoModel(name: string): VideoModel | undefined {
-  return VIDEO_MODELS.get(VIDEO_ALIASES.get(name) ?? name)
-}
+export const { PHOTO_MODELS, PHOTO_MODEL_NAMES, photoModel, VIDEO_MODELS, VIDEO_MODEL_NAMES, videoModel } = catalogMaps(readCatalog())

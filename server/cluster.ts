@@ -31,7 +31,7 @@ import { BoundedCache } from './cache.js'
 import { rateLimited, type RateLimiter } from './auth.js'
 import type { JobHandler, Queue } from './queue/types.js'
 import { QueueBound } from './queue/bound.js'
-import type { EngineState } from './context.js'
+import type { EngineState } from './engine/pool.js'
 import type { WorkerInfo } from './roles/registry.js'
 
 type QueueStats = ReturnType<Queue['stats']>

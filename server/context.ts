@@ -9,25 +9,15 @@ import type { ApiKey, Store } from './store/types.js'
 import type { MediaStorage } from './storage/types.js'
 import type { Queue } from './queue/types.js'
 import type { Backends, RateLimit } from './backends.js'
-import type { ProcessRole, Role } from './roles/index.js'
-import type { WorkerInfo, WorkerRegistry } from './roles/registry.js'
-import type { EngineInfo } from './engine/addon.js'
-import { EnginePool } from './engine/pool.js'
+import type { ProcessRole } from './roles/index.js'
+import type { WorkerInfo } from './roles/registry.js'
+import { EnginePool, type EngineState } from './engine/pool.js'
 import { JobLifecycle } from './jobs/lifecycle.js'
 import { StatusAnswers } from './jobs/status.js'
 import { loadPrices, type Prices } from './pricing.js'
 import { Authenticator } from './auth.js'
 import { Metrics } from './metrics.js'
 import { SqliteStore } from './store/sqlite.js'
-
-/** The engine as /healthz, /readyz and the cluster broadcast report it. */
-export interface EngineState {
-  state: 'starting' | 'ready' | 'error'
-  /** The engine's info where this process (or its cluster primary) runs jobs; the role on a gateway. */
-  info?: EngineInfo | { role: Role }
-  models?: string[]
-  error?: string
-}
 
 export interface Lucent {
   config: Config

@@ -9,12 +9,17 @@
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
-import type { EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
+import type { Config } from '../config.js'
+import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
 import type { EngineTask, EnhanceReply, FramesReply, InitReply, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
 
-/** `--import tsx` / `--import=tsx` (or the resolved loader) already in the process's flags? */
+/** Is tsx's loader among these node flags (`--import tsx`, `--import=tsx`, or its resolved file URL)? */
 function hasTsx(argv: string[]): boolean {
-  return argv.some((a, i) => (a === '--import' || a === '--loader') ? /(^|\/)tsx(\/|$)/.test(argv[i + 1] ?? '') : /^--(import|loader)=.*(^|[=/])tsx(\/|$)/.test(a))
+  return argv.some((a, i) => {
+    const m = /^--(?:import|loader)(?:=(.*))?$/.exec(a)
+    const value = m ? m[1] ?? argv[i + 1] ?? '' : ''
+    return /(^|\/)tsx(\/|$)/.test(value)
+  })
 }
 
 export function threadExecArgv(argv = process.execArgv): string[] {
@@ -24,6 +29,15 @@ export function threadExecArgv(argv = process.execArgv): string[] {
 /** A buffer's bytes as a Uint8Array that owns its whole ArrayBuffer (transferable without detaching others). */
 function transferable(b: Buffer): Uint8Array {
   return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? new Uint8Array(b.buffer, 0, b.byteLength) : new Uint8Array(b)
+}
+
+/** The engine as /healthz, /readyz and the cluster broadcast report it. */
+export interface EngineState {
+  state: 'starting' | 'ready' | 'error'
+  /** The engine's info where this process (or its cluster primary) runs jobs; the role on a gateway. */
+  info?: EngineInfo | { role: Config['role'] }
+  models?: string[]
+  error?: string
 }
 
 export interface EngineCall {

@@ -338,6 +338,7 @@ class ActiveRun implements Run {
 /** Settles a run whose signal was aborted: a timeout fails it (100500007), a shutdown releases it, a run
  *  ended elsewhere (cancel / fail) is left as it is. */
 export async function settleAborted(run: Run): Promise<void> {
+  if (run.ended) return
   const why = run.signal.reason instanceof RunAborted ? run.signal.reason : null
   if (why?.why === 'timeout') await run.fail(100500007, why.message)
   else if (why?.why === 'shutdown') run.release('shutdown')

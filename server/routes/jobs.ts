@@ -5,7 +5,7 @@ import fsp from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError, QUEUE_FULL_CODE } from '../errors.js'
 import { photoModel, videoModel } from '../catalog.js'
-import { PHOTO_EXTENSIONS, PHOTO_INPUT_FORMATS, VIDEO_OUTPUT_EXTENSIONS, contentTypeFor, normExt } from '../media/formats.js'
+import { PHOTO_INPUT_FORMATS, contentTypeFor, normExt, photoFormat, videoOutputExtensions } from '../media/formats.js'
 import { photoPrice, videoPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
@@ -61,7 +61,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const model = photoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension)
-    const format = ext ? PHOTO_EXTENSIONS[ext] : undefined
+    const format = ext ? photoFormat(ext) : undefined
     if (!ext || !format) throw new ApiError(110400007)
     return withQueueSlot(l, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
@@ -94,7 +94,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const model = videoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')
-    if (!ext || !VIDEO_OUTPUT_EXTENSIONS.has(ext)) throw new ApiError(110400007)
+    if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
     const [w, h] = b.resolution
     if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.

@@ -4,16 +4,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import {
-  sniff,
-  sniffOrThrow,
-  formatFromExtension,
-  extensionMatches,
-  photoExtensions,
-  videoInputExtensions,
-  videoOutputExtensions,
-  type Sniffed,
-} from '../../server/media/sniff.js'
+import { sniff, sniffOrThrow, type Sniffed } from '../../server/media/sniff.js'
+import { formatFromExtension, extensionMatches, photoExtensions, videoInputExtensions, videoOutputExtensions } from '../../server/media/formats.js'
 
 type TestLike = { fail(msg: string): unknown; ok(v: unknown, msg: string): unknown }
 
