@@ -1,7 +1,8 @@
 /**
  * BullMQ queue on a real Redis (scripts/services.sh) with a real store: job-id dedupe, retries with exponential
  * backoff, a job that keeps failing ends in ERROR with a refund (once), a stalled job (consumer gone without
- * finishing) is recovered by another consumer, and the bound is enforced from the shared counts.
+ * finishing) is recovered by another consumer, the bound is enforced from the shared counts, and a waiting job
+ * can be removed (cancel).
  */
 import t from 'tap'
 import crypto from 'node:crypto'
@@ -122,4 +123,31 @@ t.test('the bound uses the shared waiting count', async (t) => {
   await t.rejects(b.enqueue('job9'), /queue full/)
   await b.enqueue('job9', { force: true })
   t.equal((await b.counts()).waiting, 4, 'force (recovery) ignores the bound')
+})
+
+t.test('remove (cancel): a waiting job leaves the shared queue; a running one cannot be removed', async (t) => {
+  const s = await setup(t)
+  if ('skip' in s) {
+    t.plan(0, s.skip)
+    return
+  }
+  const q = new BullQueue({ redisUrl: s.url, prefix: s.prefix, max: 100, concurrency: 1, attempts: 1 })
+  t.teardown(() => q.close())
+  await q.enqueue('w1')
+  await q.enqueue('w2')
+  t.ok(await q.remove('w1'))
+  t.notOk(await q.remove('w1'), 'gone already')
+  t.notOk(await q.remove('never'), 'unknown id')
+  t.equal((await q.counts()).waiting, 1)
+  let release!: () => void
+  const hold = new Promise<void>((r) => { release = r })
+  const ran: string[] = []
+  q.process(async (id) => {
+    ran.push(id)
+    await hold
+  })
+  await waitFor(async () => ran.length === 1, 10_000, 20)
+  t.same(ran, ['w2'], 'the removed job never runs')
+  t.notOk(await q.remove('w2'), 'a running (locked) job is not removed')
+  release()
 })
