@@ -174,13 +174,14 @@ export class JobLifecycle {
     const job = await this.d.store.getJob(jobId)
     if (!job || job.status !== 'CONVERTING') return null
     const attempt = await this.d.store.startAttempt(jobId)
+    // a delivery that ends the job at once still counts as a (zero-length) run of this process
     if (attempt > this.d.maxAttempts) {
-      await this.fail(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`)
+      await this.failWaiting(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`, { attempt, ms: 0 })
       return null
     }
     const typed = decodeJob(job)
     if (typeof typed === 'string') {
-      await this.fail(jobId, 100403000, typed)
+      await this.failWaiting(jobId, 100403000, typed, { attempt, ms: 0 })
       return null
     }
     const run = new ActiveRun(this, typed, attempt)
@@ -194,12 +195,16 @@ export class JobLifecycle {
   async fail(jobId: string, errorCode: ErrorCode, message: string): Promise<boolean> {
     const run = this.runs.get(jobId)
     if (run) return run.fail(errorCode, message, 'ended')
+    return this.failWaiting(jobId, errorCode, message, null)
+  }
+
+  private async failWaiting(jobId: string, errorCode: ErrorCode, message: string, run: RunInfo | null): Promise<boolean> {
     const job = await this.d.store.getJob(jobId)
     if (!job) return false
     const ok = await this.write(jobId, () => this.d.store.failJob(jobId, errorCode, message))
     if (ok) {
       this.d.log.warn({ job: jobId, code: errorCode, msg: message }, 'job failed')
-      this.emit('failed', { job: ref(job), errorCode, message, run: null })
+      this.emit('failed', { job: ref(job), errorCode, message, run })
     }
     return ok
   }

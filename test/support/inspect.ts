@@ -1,5 +1,5 @@
-/** Inspection of encoded videos with ffprobe / ffmpeg (tests, bench, debugging): frame count, timing,
- *  audio packet hash, rotation. */
+/** Test support: inspection of encoded videos with ffprobe / ffmpeg (test/video/, test/jobs/runners.ts): frame
+ *  count, timing, audio packet hash, rotation. */
 import { execFileSync } from 'node:child_process'
 
 export interface Inspection {

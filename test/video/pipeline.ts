@@ -1,7 +1,7 @@
 /**
  * Video pipeline plumbing (server/video/*), no engine needed: ffmpeg decode -> a frame processor -> fit +
  * encode + mux. The processor here is a plain pixel-doubling function (a real FrameProcessor, not a stand-in
- * for the engine: the engine path is covered in video-pipeline-e2e.ts). Checks: requested size, frame count,
+ * for the engine: the engine path is covered in pipeline-e2e.ts). Checks: requested size, frame count,
  * duration, bit-exact audio, every output container, VFR timestamps restored, rotation applied, corrupt
  * input and cancel clean up. Also the submission errors of /api/video-enhancer.
  */
