@@ -9,7 +9,7 @@
  * | LUCENT_PUBLIC_URL          | http://127.0.0.1:PORT | Base of res_url / original_url / access_url / upload_url |
  * | LUCENT_FETCH_ALLOW         | (empty)               | Comma list of hosts/IPs that may be fetched although private (local testing) |
  * | LUCENT_MODEL_DIR           | $DATA_DIR/models      | Model directory (`lucent models fetch` fills it; tests/CI: ../shared/models) |
- * | LUCENT_WORKERS             | 1                     | Worker pool size = number of jobs processed at once |
+ * | LUCENT_WORKERS             | 1                     | Engine pool size = number of jobs processed at once |
  * | LUCENT_ENGINE_THREADS      | (all cores)           | CPU backend threads per engine (passed to init) |
  * | LUCENT_RATE_BURST          | 20                    | Token bucket size per key (requests) |
  * | LUCENT_RATE_PER_SEC        | 10                    | Token refill per second per key (a key's --rate overrides it) |

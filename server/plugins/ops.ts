@@ -3,13 +3,13 @@
  * is loaded), GET /readyz (every backend this role needs answers; a gateway also needs a live worker),
  * GET /metrics (Prometheus; an embedded cluster's child adds its primary's job families).
  */
-import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
 import { errorBody } from '../errors.js'
 import { ok } from '../context.js'
 import { SqliteStore } from '../store/sqlite.js'
 import type { WorkerInfo } from '../roles/registry.js'
 
-const ops: FastifyPluginAsync = async (app) => {
+export default fp(async (app) => {
   const l = app.lucent
   const { store, storage, queue, registry } = l.backends
   const { role, runsJobs, viaPrimary, childLink } = l.role
@@ -47,6 +47,4 @@ const ops: FastifyPluginAsync = async (app) => {
     const [own, jobs] = await Promise.all([l.metrics.text(), childLink.request<string>({ op: 'metrics' }).catch(() => '')])
     return own + jobs
   })
-}
-
-export default ops
+}, { name: 'lucent-ops' })

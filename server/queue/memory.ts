@@ -1,4 +1,4 @@
-/** Bounded in-process queue; concurrency = worker pool size. Jobs are durable in the Store, not here. */
+/** Bounded in-process queue; concurrency = engine pool size (LUCENT_WORKERS). Jobs are durable in the Store, not here. */
 import type { JobHandler, Queue } from './types.js'
 import { QueueBound } from './bound.js'
 

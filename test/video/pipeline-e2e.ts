@@ -1,5 +1,5 @@
 /**
- * Video jobs end to end with the real engine (native addon through the worker pool), on a ~1 s cut of the
+ * Video jobs end to end with the real engine (native addon through the engine pool), on a ~1 s cut of the
  * demo clip downscaled to 128x96: every video model is submitted. The general_restore_* models have a real
  * pipeline in the engine's catalog and must COMPLETE with the requested size, the same frame count and
  * duration (within one frame) and bit-exact audio; a model the engine cannot run yet must end in ERROR
