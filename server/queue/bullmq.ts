@@ -56,6 +56,9 @@ export class BullQueue implements Queue {
   private events: QueueEvents | null = null
   private readonly connection: ConnectionOptions
   private waiting = 0
+  /** Shared counts applied so far: a local ++ after an add is skipped when counts arrived meanwhile (they may
+   *  already hold the job: counting it twice refused submissions with the queue not full). */
+  private refreshes = 0
   private active = 0
   private running = 0
   private readonly bound: QueueBound
@@ -96,6 +99,7 @@ export class BullQueue implements Queue {
     try {
       const c = await this.counts()
       this.waiting = c.waiting + c.delayed
+      this.refreshes++
       this.active = c.active
       this.lastError = null
     } catch (e) {
@@ -118,6 +122,7 @@ export class BullQueue implements Queue {
 
   async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
     this.bound.admit(opts)
+    const seen = this.refreshes
     await this.queue.add('enhance', { jobId }, {
       jobId,
       attempts: this.o.attempts,
@@ -125,7 +130,7 @@ export class BullQueue implements Queue {
       removeOnComplete: true, // the store holds the outcome; a removed id can be re-added by recovery
       removeOnFail: { age: 7 * 24 * 3600, count: 100_000 },
     })
-    this.waiting++
+    if (this.refreshes === seen) this.waiting++
   }
 
   async remove(jobId: string): Promise<boolean> {
