@@ -1,86 +1,142 @@
-/** API model names (api.md), their aliases, multipliers and categories; format lists. */
+/**
+ * The model catalog as the gateway sees it: API model names, aliases, scales, price classes and limits,
+ * built from `models/catalog.json`, the view generated from `native/engine/src/catalog.rs` (the only source;
+ * `LUCENT_WRITE_CATALOG=1 cargo test -p lucent-engine --test catalog_models catalog_json` rewrites it).
+ * A new plain super-resolution model therefore needs no edit here: its price class names its price table
+ * (server/pricing.ts) and its limits come with it.
+ *
+ * `fromAddon()` is the ONE place that maps the addon's `catalog()` entries (camelCase, napi-rs) to this
+ * file's shape (snake_case); test/catalog.ts asserts that both describe the same models.
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import { Type, type Static } from 'typebox'
+import { Compile } from 'typebox/compile'
+import { MODELS_META_DIR } from './config.js'
 
-export type PhotoCategory = 'enhance' | 'generative_portrait' | 'generative'
-
-export interface PhotoModel { name: string; scale: number; category: PhotoCategory }
-
-const photo: PhotoModel[] = [
-  ...['face', 'face_v2', 'general', 'high_fidelity'].flatMap((f) => [2, 4].map((s) => ({ name: `${f}_${s}x`, scale: s, category: 'enhance' as const }))),
-  { name: 'sharpen_denoise_1x', scale: 1, category: 'enhance' },
-  { name: 'detail_denoise_1x', scale: 1, category: 'enhance' },
-  ...[1, 2, 4].map((s) => ({ name: `generative_portrait_${s}x`, scale: s, category: 'generative_portrait' as const })),
-  ...[1, 2, 4].map((s) => ({ name: `generative_${s}x`, scale: s, category: 'generative' as const })),
-]
-
-export const PHOTO_ALIASES: Record<string, string> = {
-  sharpen_denoise: 'sharpen_denoise_1x',
-  detail_denoise: 'detail_denoise_1x',
+const Common = {
+  name: Type.String({ minLength: 1 }),
+  aliases: Type.Array(Type.String()),
+  scale: Type.Integer({ minimum: 1 }),
+  category: Type.Enum(['enhance', 'generative']),
+  description: Type.String(),
+  networks: Type.Array(Type.String()),
+  pipeline: Type.String(),
+  available: Type.Boolean(),
+  reason: Type.Union([Type.String(), Type.Null()]),
 }
 
-export const PHOTO_MODELS: ReadonlyMap<string, PhotoModel> = new Map(photo.map((m) => [m.name, m]))
-export const PHOTO_MODEL_NAMES = [...PHOTO_MODELS.keys(), ...Object.keys(PHOTO_ALIASES)]
+export const PhotoPriceClass = Type.Enum(['enhance', 'generative_portrait', 'generative'])
+export const VideoPriceClass = Type.Enum(['standard', 'premium'])
+export type PhotoPriceClass = Static<typeof PhotoPriceClass>
+export type VideoPriceClass = Static<typeof VideoPriceClass>
 
-export function photoModel(name: string): PhotoModel | undefined {
-  return PHOTO_MODELS.get(PHOTO_ALIASES[name] ?? name)
+/** One entry of models/catalog.json (fields this side does not know, e.g. `face`, are allowed and ignored). */
+export const CatalogModel = Type.Union([
+  Type.Object({
+    ...Common,
+    kind: Type.Literal('photo'),
+    price_class: PhotoPriceClass,
+    limits: Type.Object({ max_in_mp: Type.Number({ exclusiveMinimum: 0 }), max_out_mp: Type.Number({ exclusiveMinimum: 0 }) }),
+  }),
+  Type.Object({
+    ...Common,
+    kind: Type.Literal('video'),
+    price_class: VideoPriceClass,
+    limits: Type.Object({ max_out_mp: Type.Number({ exclusiveMinimum: 0 }), min_seconds: Type.Number({ minimum: 0 }), max_seconds: Type.Number({ exclusiveMinimum: 0 }) }),
+  }),
+])
+export type CatalogModel = Static<typeof CatalogModel>
+const CatalogFile = Type.Object({ note: Type.String(), models: Type.Array(CatalogModel, { minItems: 1 }) })
+const checkFile = Compile(CatalogFile)
+
+export const CATALOG_FILE = path.join(MODELS_META_DIR, 'catalog.json')
+
+/** Reads and checks models/catalog.json (a malformed file stops the server at start with the first problem). */
+export function readCatalog(file = CATALOG_FILE): CatalogModel[] {
+  const json: unknown = JSON.parse(fs.readFileSync(file, 'utf8'))
+  if (!checkFile.Check(json)) {
+    const e = checkFile.Errors(json)[0]
+    throw new Error(`${file}: ${e ? `${e.instancePath || '/'} ${e.message}` : 'not a catalog'}`)
+  }
+  const seen = new Set<string>()
+  for (const m of json.models) {
+    for (const n of [m.name, ...m.aliases]) {
+      if (seen.has(`${m.kind}:${n}`)) throw new Error(`${file}: ${m.kind} model name ${n} listed twice`)
+      seen.add(`${m.kind}:${n}`)
+    }
+  }
+  return json.models
 }
 
-export type VideoTier = 'standard' | 'premium'
-export interface VideoModel { name: string; scale: number; tier: VideoTier }
-export const VIDEO_MODELS: ReadonlyMap<string, VideoModel> = new Map(([
-  ['face_soft_2x', 2, 'standard'],
-  ['portrait_restore_1x', 1, 'standard'],
-  ['portrait_restore_2x', 2, 'standard'],
-  ['general_restore_1x', 1, 'standard'],
-  ['general_restore_2x', 2, 'standard'],
-  ['general_restore_4x', 4, 'standard'],
-  ['ultrahd_restore_2x', 2, 'premium'],
-  ['generative_1x', 1, 'premium'],
-] as const).map(([name, scale, tier]) => [name, { name, scale, tier }]))
-export const VIDEO_MODEL_NAMES = [...VIDEO_MODELS.keys()]
+type Obj = Record<string, unknown>
+const pick = (o: Obj, snake: string, camel: string): unknown => (snake in o ? o[snake] : o[camel])
 
-/** Photo limits in megapixels (api.md "Limits"). */
-export const PHOTO_LIMITS: Record<PhotoCategory, { maxInMP: number; maxOutMP: number }> = {
-  enhance: { maxInMP: 70, maxOutMP: 432 },
-  generative_portrait: { maxInMP: 34, maxOutMP: 34 },
-  generative: { maxInMP: 34, maxOutMP: 34 },
-}
-export const VIDEO_MAX_OUT_MP = 36
-export const VIDEO_MIN_SECONDS = 0.5
-export const VIDEO_MAX_SECONDS = 3600
-
-/** Photo extensions (input and output). Value: canonical format name as reported by sniff / used by the engine. */
-export const PHOTO_EXTENSIONS: Record<string, string> = {
-  bmp: 'bmp', jpeg: 'jpeg', jpg: 'jpeg', png: 'png', jfif: 'jpeg', tga: 'tga', tiff: 'tiff', webp: 'webp', heif: 'heif',
-}
-export const PHOTO_INPUT_FORMATS = new Set([...Object.values(PHOTO_EXTENSIONS), 'heic'])
-
-export const VIDEO_INPUT_EXTENSIONS = new Set(['dv', 'mlv', 'm2ts', 'm2t', 'm2v', 'nut', 'ser', '3g2', '3gp', 'asf', 'avi', 'divx', 'f4v', 'flv',
-  'h261', 'h263', 'm4v', 'mkv', 'mov', 'mp4', 'mpeg', 'mpeg4', 'mpg', 'mxf', 'ogv', 'rm', 'rmvb', 'webm', 'wmv', '3gp2', 'dmsm',
-  'dvdmedia', 'dvr-ms', 'trp', 'vob', 'vro', 'gif', 'xvid'])
-export const VIDEO_OUTPUT_EXTENSIONS = new Set(['mp4', 'mov', 'mkv', 'm4v', 'avi', 'gif'])
-
-/** '.JPG' / 'jpg' -> 'jpg'; null if empty. */
-export function normExt(ext: string): string | null {
-  const e = ext.trim().toLowerCase().replace(/^\./, '')
-  return e && /^[a-z0-9-]{1,10}$/.test(e) ? e : null
+/**
+ * The addon's `catalog()` entry (napi-rs camelCase: priceClass, limits.maxInMp ...; snake_case accepted too)
+ * in the shape of models/catalog.json. A field the addon does not return stays undefined (compared only
+ * where present); an absent `reason` is null, as in the file.
+ */
+export function fromAddon(entry: object): Partial<CatalogModel> {
+  const e = entry as Obj
+  const lim = pick(e, 'limits', 'limits') as Obj | undefined
+  const limits = lim === undefined ? undefined : Object.fromEntries(
+    [['max_in_mp', 'maxInMp'], ['max_out_mp', 'maxOutMp'], ['min_seconds', 'minSeconds'], ['max_seconds', 'maxSeconds']]
+      .map(([s, c]) => [s, pick(lim, s, c)] as const).filter(([, v]) => v !== undefined),
+  )
+  const out: Obj = {
+    name: e.name, kind: e.kind, aliases: e.aliases, scale: e.scale, category: e.category,
+    price_class: pick(e, 'price_class', 'priceClass'), limits,
+    description: e.description, networks: e.networks, pipeline: e.pipeline, available: e.available, reason: e.reason ?? null,
+  }
+  return out as Partial<CatalogModel>
 }
 
-export const CONTENT_TYPES: Record<string, string> = {
-  png: 'image/png', jpeg: 'image/jpeg', jpg: 'image/jpeg', jfif: 'image/jpeg', webp: 'image/webp', bmp: 'image/bmp',
-  tga: 'image/x-tga', tiff: 'image/tiff', tif: 'image/tiff', heif: 'image/heif', heic: 'image/heic', gif: 'image/gif',
-  mp4: 'video/mp4', m4v: 'video/x-m4v', mov: 'video/quicktime', mkv: 'video/x-matroska', webm: 'video/webm',
-  avi: 'video/x-msvideo', flv: 'video/x-flv', wmv: 'video/x-ms-wmv', mpeg: 'video/mpeg', mpg: 'video/mpeg',
-  '3gp': 'video/3gpp', '3g2': 'video/3gpp2', ogv: 'video/ogg', m2ts: 'video/mp2t', ts: 'video/mp2t', mxf: 'application/mxf',
+// --- the gateway's maps -------------------------------------------------------------------------------------
+
+export interface PhotoModel {
+  name: string
+  scale: number
+  /** Engine category: 'enhance' models honour DPI (api.md), generative ones ignore it. */
+  category: 'enhance' | 'generative'
+  priceClass: PhotoPriceClass
+  limits: { maxInMP: number; maxOutMP: number }
 }
 
-export function contentTypeFor(ext: string): string {
-  return CONTENT_TYPES[ext.toLowerCase().replace(/^\./, '')] ?? 'application/octet-stream'
+export interface VideoModel {
+  name: string
+  scale: number
+  priceClass: VideoPriceClass
+  limits: { maxOutMP: number; minSeconds: number; maxSeconds: number }
 }
 
-/** Content types accepted by the upload facility (photo and video formats of api.md). */
-export function uploadTypeAllowed(ct: string): boolean {
-  const t = ct.split(';')[0].trim().toLowerCase()
-  if (t === 'application/octet-stream') return false
-  return Object.values(CONTENT_TYPES).includes(t) || t.startsWith('image/') && PHOTO_INPUT_FORMATS.has(t.slice(6))
-    || t.startsWith('video/')
+/** The gateway's lookups over a list of catalog models (the module's exports are those of models/catalog.json). */
+export function catalogMaps(models: CatalogModel[]) {
+  const photo = new Map<string, PhotoModel>()
+  const video = new Map<string, VideoModel>()
+  const photoAliases = new Map<string, string>()
+  const videoAliases = new Map<string, string>()
+  for (const m of models) {
+    if (m.kind === 'photo') {
+      photo.set(m.name, { name: m.name, scale: m.scale, category: m.category, priceClass: m.price_class, limits: { maxInMP: m.limits.max_in_mp, maxOutMP: m.limits.max_out_mp } })
+      for (const a of m.aliases) photoAliases.set(a, m.name)
+    } else {
+      video.set(m.name, { name: m.name, scale: m.scale, priceClass: m.price_class, limits: { maxOutMP: m.limits.max_out_mp, minSeconds: m.limits.min_seconds, maxSeconds: m.limits.max_seconds } })
+      for (const a of m.aliases) videoAliases.set(a, m.name)
+    }
+  }
+  return {
+    PHOTO_MODELS: photo as ReadonlyMap<string, PhotoModel>,
+    /** Every accepted photo model_name: the catalog's names, then their aliases (the request schema's enum). */
+    PHOTO_MODEL_NAMES: [...photo.keys(), ...photoAliases.keys()],
+    /** A photo model by name or alias. */
+    photoModel: (name: string): PhotoModel | undefined => photo.get(photoAliases.get(name) ?? name),
+    VIDEO_MODELS: video as ReadonlyMap<string, VideoModel>,
+    /** Every accepted video model_name: the catalog's names, then their aliases. */
+    VIDEO_MODEL_NAMES: [...video.keys(), ...videoAliases.keys()],
+    /** A video model by name or alias. */
+    videoModel: (name: string): VideoModel | undefined => video.get(videoAliases.get(name) ?? name),
+  }
 }
+
+export const { PHOTO_MODELS, PHOTO_MODEL_NAMES, photoModel, VIDEO_MODELS, VIDEO_MODEL_NAMES, videoModel } = catalogMaps(readCatalog())

@@ -15,7 +15,7 @@
  */
 import { parseArgs } from 'node:util'
 import { loadConfig, type Config } from './config.js'
-import { openStore } from './roles/index.js'
+import { openStore } from './backends.js'
 import { hashKey, newApiKey } from './auth.js'
 
 function die(msg: string): never {

@@ -31,20 +31,21 @@ import { BoundedCache } from './cache.js'
 import { rateLimited, type RateLimiter } from './auth.js'
 import type { JobHandler, Queue } from './queue/types.js'
 import { QueueBound } from './queue/bound.js'
-import type { Lucent } from './context.js'
+import type { EngineState } from './engine/pool.js'
 import type { WorkerInfo } from './roles/registry.js'
 
 type QueueStats = ReturnType<Queue['stats']>
 
 /** What the primary broadcasts to every child. */
 export interface PrimaryState {
-  engine: Lucent['engine']
+  engine: EngineState
   queue: { waiting: number; running: number; max: number }
   worker: WorkerInfo | null
 }
 
 type Request =
   | { op: 'enqueue'; jobId: string }
+  | { op: 'remove'; jobId: string }
   | { op: 'metrics' }
   | { op: 'grant'; keyId: string; rate: number | null; want: number }
 type Message =
@@ -72,6 +73,8 @@ export class ClusterHub {
   constructor(private readonly src: {
     state: () => PrimaryState
     enqueue: (jobId: string) => Promise<void>
+    /** Takes a waiting job out of the primary's queue (cancel from a child). */
+    remove: (jobId: string) => Promise<boolean>
     rate: Pick<RateLimiter, 'grant'>
     /** Prometheus text of the job metrics (recorded here, where jobs run). */
     metrics: () => Promise<string>
@@ -122,6 +125,9 @@ export class ClusterHub {
     switch (req.op) {
       case 'enqueue':
         reply(this.src.enqueue(req.jobId).then(() => this.src.state().queue))
+        break
+      case 'remove':
+        reply(this.src.remove(req.jobId))
         break
       case 'grant':
         reply(Promise.resolve().then(() => this.src.rate.grant(req.keyId, req.rate, req.want)))
@@ -175,7 +181,8 @@ export class ClusterLink {
     this.jobListeners.push(f)
   }
 
-  /** This child changed a job's state (a submission that could not be queued): the primary tells every child. */
+  /** This child changed a job's state (a submission that could not be queued, a cancel): the primary tells
+   *  every child. */
   jobChanged(id: string): void {
     this.proc.send?.({ t: 'job', id } satisfies Message)
   }
@@ -218,6 +225,10 @@ export class IpcQueue implements Queue {
     this.bound.admit(opts)
     const q = await this.link.request<PrimaryState['queue']>({ op: 'enqueue', jobId })
     if (this.link.state) this.link.state.queue = q
+  }
+
+  remove(jobId: string): Promise<boolean> {
+    return this.link.request<boolean>({ op: 'remove', jobId })
   }
 
   process(_handler: JobHandler): void {

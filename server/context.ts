@@ -1,31 +1,45 @@
-/** What the routes share (decorated on the Fastify instance as `lucent`). */
+/**
+ * What the plugins and routes share, decorated on the Fastify instance as `app.lucent`, and how it is made
+ * (`createLucent`): the backends, the job lifecycle with its subscribers (metrics, kept task-status answers),
+ * the engine pool where this process runs jobs, prices, key lookup and the engine's state.
+ */
+import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config.js'
-import type { Store } from './store/types.js'
+import type { ApiKey, Store } from './store/types.js'
 import type { MediaStorage } from './storage/types.js'
 import type { Queue } from './queue/types.js'
-import type { EnginePool } from './worker/pool.js'
-import type { Prices } from './pricing.js'
-import type { Authenticator } from './auth.js'
-import type { Metrics } from './metrics.js'
-import type { ApiKey } from './store/types.js'
-import type { StatusAnswers } from './jobs/status.js'
+import type { Backends, RateLimit } from './backends.js'
+import type { ProcessRole } from './roles/index.js'
+import type { WorkerInfo } from './roles/registry.js'
+import { EnginePool, type EngineState } from './engine/pool.js'
+import { JobLifecycle } from './jobs/lifecycle.js'
+import { StatusAnswers } from './jobs/status.js'
+import { loadPrices, type Prices } from './pricing.js'
+import { Authenticator } from './auth.js'
+import { Metrics } from './metrics.js'
+import { SqliteStore } from './store/sqlite.js'
 
 export interface Lucent {
   config: Config
+  role: ProcessRole
   store: Store
   storage: MediaStorage
   queue: Queue
-  /** The engine pool; null in the gateway role (which never runs models). */
-  pool: EnginePool
+  backends: Backends
+  /** The engine pool; null where this process runs no jobs (gateway, cluster child). */
+  pool: EnginePool | null
+  /** The job lifecycle: every transition of a job, and the events to subscribe to (server/jobs/lifecycle.ts). */
+  jobs: JobLifecycle
   prices: Prices
   auth: Authenticator
-  /** In-process token buckets, or Redis ones shared by gateways (async). */
-  rate: { take(keyId: string, keyRate: number | null): void | Promise<void> }
-  engine: { state: 'starting' | 'ready' | 'error'; info?: unknown; models?: string[]; error?: string }
+  rate: RateLimit
+  engine: EngineState
   closing: boolean
   metrics: Metrics
   /** task-status answers kept in memory (server/jobs/status.ts). */
   status: StatusAnswers
+  /** This process as a worker (registry heartbeat, /metrics, the cluster broadcast). */
+  localWorker(): WorkerInfo
 }
 
 declare module 'fastify' {
@@ -37,3 +51,38 @@ declare module 'fastify' {
 export const ok = <T>(data: T) => ({ code: 200 as const, message: 'OK' as const, data })
 
 export const RETENTION_MS = 7 * 24 * 3600 * 1000
+
+export function createLucent(config: Config, role: ProcessRole, backends: Backends, log: FastifyBaseLogger): Lucent {
+  const { store, storage, queue, registry } = backends
+  const pool = role.runsJobs
+    ? new EnginePool({ workers: config.workers, modelDir: config.modelDir, threads: config.engineThreads, backend: config.backend, adapter: config.adapter })
+    : null
+  const jobs = new JobLifecycle({ store, queue, log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts })
+  const startedAt = Date.now()
+  const lucent: Lucent = {
+    config, role, store, storage, queue, backends, pool, jobs,
+    prices: loadPrices(config.pricesFile),
+    auth: new Authenticator(store instanceof SqliteStore ? (h) => store.keyByHashSync(h) : (h) => store.keyByHash(h), config.keyCacheMs),
+    rate: backends.rate,
+    engine: role.runsJobs || role.viaPrimary ? { state: 'starting' } : { state: 'ready', info: { role: role.role } },
+    closing: false,
+    metrics: new Metrics({
+      queueCounts: async () => queue.counts ? queue.counts() : { waiting: queue.stats().waiting, active: queue.stats().running },
+      workers: async () => registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : [],
+    }),
+    status: new StatusAnswers(role.hearsAllJobChanges),
+    localWorker() {
+      const e = lucent.engine
+      const info = e.info && 'backend' in e.info ? e.info : undefined
+      return {
+        id: `local:${process.pid}`, host: 'local', pid: process.pid, backend: e.state === 'ready' ? info?.backend ?? 'cpu' : 'starting',
+        adapter: info?.adapter ?? '', concurrency: config.workers, running: queue.stats().running, startedAt, heartbeatAt: Date.now(),
+      }
+    },
+  }
+  // subscribers of the job lifecycle in every process (the cluster plugin adds the broadcast)
+  lucent.metrics.watch(jobs)
+  jobs.onChange((jobId) => lucent.status.changed(jobId))
+  if (role.viaPrimary) lucent.metrics.dropJobFamilies()
+  return lucent
+}

@@ -10,8 +10,9 @@
  * - fetched bytes that are not a supported image (photo)     -> 110400007; not a usable video -> 110400008
  * - ffprobe missing                                          -> 100500005 "Configuration error"
  */
+import type { EngineErrorCode } from './engine/addon.js'
 
-export interface ErrorDef { status: number; message: string }
+interface ErrorDef { status: number; message: string }
 
 export const ERRORS = {
   100400000: { status: 400, message: 'No access' },
@@ -70,12 +71,9 @@ export function errorBody(code: ErrorCode) {
   return { error_code: code, message, code, msg: message }
 }
 
-export function isErrorCode(n: unknown): n is ErrorCode {
-  return typeof n === 'number' && Object.hasOwn(ERRORS, n)
-}
-
-/** Stable engine codes (native/node/index.d.ts EngineErrorCode) -> API error_code stored on an ERROR job. */
-const ENGINE_CODES: Record<string, ErrorCode> = {
+/** The addon's stable engine codes (native/core/src/error.rs, `EngineErrorCode` of @lucent/native) -> the API's
+ *  error_code stored on an ERROR job. Typed over every engine code: a new one does not compile until mapped. */
+const ENGINE_CODES: Record<EngineErrorCode, ErrorCode> = {
   unsupported_format: 110400007,
   image_too_large: 110400009,
   decode_failed: 100400002,
@@ -88,15 +86,23 @@ const ENGINE_CODES: Record<string, ErrorCode> = {
   invalid_argument: 100403000,
   aborted: 100500007,
   internal: 100500000,
-  // gateway-side job failures (not engine codes, same vocabulary for the worker path)
-  timeout: 100500007,
-  not_implemented: 100500000,
-  storage: 100500003,
-  crashed: 100500006,
 }
 
-export function engineErrorCode(engineCode: string | undefined | null): ErrorCode {
-  return (engineCode && ENGINE_CODES[engineCode]) || 100500006
+/** Job failures of the gateway side (not engine codes), in the same vocabulary. */
+const JOB_FAILURES = {
+  timeout: 100500007,
+  storage: 100500003,
+  crashed: 100500006,
+} as const satisfies Record<string, ErrorCode>
+export type JobFailure = keyof typeof JOB_FAILURES
+
+export function isEngineErrorCode(code: unknown): code is EngineErrorCode {
+  return typeof code === 'string' && Object.hasOwn(ENGINE_CODES, code)
+}
+
+export function engineErrorCode(code: EngineErrorCode | JobFailure | string | undefined | null): ErrorCode {
+  if (isEngineErrorCode(code)) return ENGINE_CODES[code]
+  return (code && Object.hasOwn(JOB_FAILURES, code) && JOB_FAILURES[code as JobFailure]) || 100500006
 }
 
 /** server/fetch FetchError reasons -> error_code, per media kind. */

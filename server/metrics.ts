@@ -3,16 +3,17 @@
  * - lucent_queue_depth{state}            waiting / active / delayed / failed (shared queue: same on every process)
  * - lucent_job_duration_seconds{model,status}  run time of jobs this process ran (worker / all roles)
  * - lucent_job_latency_seconds{model}     submission -> COMPLETED (queue wait included) of jobs this process completed
- * - lucent_jobs_total{model,status}      jobs this process finished (COMPLETED / ERROR / RETRY)
+ * - lucent_jobs_total{model,status}      runs this process finished (COMPLETED / ERROR / CANCELED / RETRY)
  * - lucent_workers{backend}              live workers (registry) ; lucent_worker_concurrency / lucent_worker_running
  * - lucent_worker_utilisation            sum(running) / sum(concurrency) over live workers (0..1)
  * - lucent_fetch_errors_total{kind}      user URLs that could not be fetched (gateway)
  * - lucent_coins_debited_total           coins debited at submission (gateway)
  * - lucent_jobs_submitted_total{kind}    accepted submissions (gateway)
  * plus prom-client's default process metrics (lucent_process_*, lucent_nodejs_*).
+ * The job families, coins and submissions are counted from the job lifecycle's events (`watch`).
  */
 import { Registry, Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client'
-import type { Store } from './store/types.js'
+import type { JobLifecycle, RunInfo } from './jobs/lifecycle.js'
 import type { WorkerInfo } from './roles/registry.js'
 
 const JOB_FAMILIES = ['lucent_job_duration_seconds', 'lucent_job_latency_seconds', 'lucent_jobs_total']
@@ -84,41 +85,25 @@ export class Metrics {
     this.submitted = new Counter({ name: 'lucent_jobs_submitted_total', help: 'Accepted job submissions', labelNames: ['kind'], registers })
   }
 
-  /** Wraps a store so that accepted debits count into lucent_coins_debited_total / lucent_jobs_submitted_total. */
-  meter<S extends Store>(store: S): S {
-    const debit = store.debitAndCreateJob.bind(store)
-    store.debitAndCreateJob = async (j) => {
-      const r = await debit(j)
-      if (r.ok) {
-        this.coinsDebited.inc(r.charged)
-        this.submitted.inc({ kind: j.kind })
-      }
-      return r
+  /** Counts from the lifecycle's events: submissions and coins (where jobs are submitted), and the runs of
+   *  this process (duration and outcome; completion latency since submission). */
+  watch(jobs: Pick<JobLifecycle, 'on'>): void {
+    const ran = (model: string, status: string, run: RunInfo | null) => {
+      if (!run) return // ended without running here (enqueue failure, BullMQ giving up, cancel while waiting)
+      this.jobDuration.observe({ model, status }, run.ms / 1000)
+      this.jobs.inc({ model, status })
     }
-    return store
-  }
-
-  /** Wraps a job runner: time + outcome per model (outcome read back from the store). */
-  timeRunner(store: Store, run: (jobId: string) => Promise<void>): (jobId: string) => Promise<void> {
-    return async (jobId) => {
-      const t0 = process.hrtime.bigint()
-      let threw = false
-      try {
-        await run(jobId)
-      } catch (e) {
-        threw = true
-        throw e
-      } finally {
-        const s = Number(process.hrtime.bigint() - t0) / 1e9
-        const job = await store.getJob(jobId).catch(() => null)
-        if (job) {
-          const status = threw || job.status === 'CONVERTING' ? 'RETRY' : job.status
-          this.jobDuration.observe({ model: job.model, status }, s)
-          this.jobs.inc({ model: job.model, status })
-          if (!threw && job.status === 'COMPLETED' && job.completedAt) this.jobLatency.observe({ model: job.model }, Math.max(0, job.completedAt - job.createdAt) / 1000)
-        }
-      }
-    }
+    jobs.on('queued', (e) => {
+      this.coinsDebited.inc(e.coins)
+      this.submitted.inc({ kind: e.job.kind })
+    })
+    jobs.on('completed', (e) => {
+      ran(e.job.model, 'COMPLETED', e.run)
+      this.jobLatency.observe({ model: e.job.model }, e.latencyMs / 1000)
+    })
+    jobs.on('failed', (e) => ran(e.job.model, 'ERROR', e.run))
+    jobs.on('canceled', (e) => ran(e.job.model, 'CANCELED', e.run))
+    jobs.on('released', (e) => ran(e.job.model, 'RETRY', e.run))
   }
 
   text(): Promise<string> { return this.registry.metrics() }

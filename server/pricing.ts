@@ -1,25 +1,24 @@
 /**
- * Price tables (coins; 1 coin = 0.001 USD), compat.md defaults. A deployment overrides any part with a JSON file
- * named by LUCENT_PRICES, same shape as DEFAULT_PRICES (missing keys keep the defaults), e.g.
+ * Price tables (coins; 1 coin = 0.001 USD), compat.md defaults, keyed by the catalog's price classes
+ * (models/catalog.json `price_class`): a photo class names its table, a video class `premium` applies
+ * `premiumFactor`. A deployment overrides any part with a JSON file named by LUCENT_PRICES, same shape as
+ * DEFAULT_PRICES (missing keys keep the defaults), e.g.
  *   {"enhance": [[8, 10], [12, 20], [24, 30], [48, 70], [108, 140], [216, 240], [null, 480]]}
  * Photo tables: [upper bound in output megapixels (exclusive; null = no bound), coins] in ascending order.
  * Video: coins per output second by target tier at <= 30 fps; `fpsOver30Factor` above 30 fps, `premiumFactor`
- * for ultrahd_restore / generative video models.
+ * for the premium video class (ultrahd_restore / generative).
  */
 import fs from 'node:fs'
-import type { PhotoCategory, VideoModel } from './catalog.js'
+import { PhotoPriceClass, type VideoPriceClass } from './catalog.js'
 
-export type Tiers = Array<[number | null, number]>
-export interface Prices {
-  enhance: Tiers
-  generative_portrait: Tiers
-  generative: Tiers
+type Tiers = Array<[number | null, number]>
+export interface Prices extends Record<PhotoPriceClass, Tiers> {
   video: { '720p': number; '1080p': number; '2k': number; '4k': number; '8k': number }
   fpsOver30Factor: number
   premiumFactor: number
 }
 
-export const DEFAULT_PRICES: Prices = {
+const DEFAULT_PRICES: Prices = {
   enhance: [[8, 10], [12, 20], [24, 30], [48, 70], [108, 140], [216, 240], [null, 480]],
   generative_portrait: [[8, 20], [12, 30], [24, 40], [null, 60]],
   generative: [[8, 50], [12, 60], [24, 80], [null, 150]],
@@ -32,7 +31,7 @@ export function loadPrices(file?: string): Prices {
   if (!file) return DEFAULT_PRICES
   const o = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Prices>
   const p: Prices = { ...DEFAULT_PRICES, ...o, video: { ...DEFAULT_PRICES.video, ...(o.video ?? {}) } }
-  for (const k of ['enhance', 'generative_portrait', 'generative'] as const) {
+  for (const k of PhotoPriceClass.enum) {
     const t = p[k]
     if (!Array.isArray(t) || t.length === 0 || t.some((r) => !Array.isArray(r) || !(r[0] === null || typeof r[0] === 'number') || !Number.isInteger(r[1]) || r[1] < 0)) {
       throw new Error(`LUCENT_PRICES: ${k} must be [[upperMP|null, coins], ...]`)
@@ -41,9 +40,9 @@ export function loadPrices(file?: string): Prices {
   return p
 }
 
-export function photoPrice(prices: Prices, category: PhotoCategory, outPixels: number): number {
+export function photoPrice(prices: Prices, priceClass: PhotoPriceClass, outPixels: number): number {
   const mp = outPixels / 1e6
-  const table = prices[category]
+  const table = prices[priceClass]
   for (const [upper, coins] of table) if (upper === null || mp < upper) return coins
   return table[table.length - 1][1]
 }
@@ -59,9 +58,9 @@ export function videoTier(width: number, height: number): keyof Prices['video'] 
   return '8k'
 }
 
-export function videoPrice(prices: Prices, model: VideoModel, width: number, height: number, fps: number, seconds: number): number {
+export function videoPrice(prices: Prices, priceClass: VideoPriceClass, width: number, height: number, fps: number, seconds: number): number {
   let perSec = prices.video[videoTier(width, height)]
   if (fps > 30) perSec *= prices.fpsOver30Factor
-  if (model.tier === 'premium') perSec *= prices.premiumFactor
+  if (priceClass === 'premium') perSec *= prices.premiumFactor
   return Math.max(1, Math.ceil(perSec * seconds))
 }

@@ -1,68 +1,43 @@
-/** Runs one queued job: engine in the worker pool -> result in storage -> COMPLETED; failures -> ERROR + refund. */
-import type { FastifyBaseLogger } from 'fastify'
-import { engineErrorCode } from '../errors.js'
-import { contentTypeFor } from '../catalog.js'
-import type { Store } from '../store/types.js'
-import type { MediaStorage } from '../storage/types.js'
-import type { EnginePool } from '../worker/pool.js'
-import { runVideoJob } from './video.js'
+/**
+ * Runs one delivered job: lifecycle.start() -> the photo or video runner (photo.ts, video.ts) -> the run
+ * settled through the lifecycle (completed, failed, released). The queue calls the function makeRunner()
+ * returns once per delivery of a job id.
+ */
+import { settleAborted, type JobLifecycle, type Run } from './lifecycle.js'
+import type { PhotoJob, VideoJob } from './params.js'
+import { runPhoto, type PhotoRunnerDeps } from './photo.js'
+import { runVideo, type VideoRunnerDeps } from './video.js'
 
-export interface RunnerDeps {
-  store: Store
-  storage: MediaStorage
-  pool: EnginePool
-  log: FastifyBaseLogger
-  jobTimeoutMs: number
-  maxAttempts: number
-  isClosing: () => boolean
-  /** Shared queue (BullMQ): true = rethrow an unexpected exception of this attempt so the queue retries it with
-   *  backoff, instead of failing the job now. Engine failures (deterministic) always fail the job. */
-  rethrow?: (e: unknown, attempt: number) => boolean
+export type RunnerDeps = PhotoRunnerDeps & VideoRunnerDeps & {
+  jobs: JobLifecycle
+  /** Shared queue (BullMQ): true = hand an unexpected exception of this attempt back to the queue, which
+   *  retries it with backoff, instead of failing the job now. Engine failures (deterministic) always fail. */
+  retry?: (e: unknown, attempt: number) => boolean
 }
 
-const EXT: Record<string, string> = { jpeg: 'jpg', tiff: 'tiff', heif: 'heif', png: 'png', webp: 'webp', bmp: 'bmp', tga: 'tga' }
+/** How a delivery ended: nothing to run, the job ended (completed / failed / canceled), or its run was
+ *  released at shutdown (the job stays CONVERTING: a shared queue hands it to another worker). */
+export type RunOutcome = 'none' | 'ended' | 'released'
 
-export function makeRunner(d: RunnerDeps) {
-  const fail = async (id: string, engineCode: string, message: string) => {
-    await d.store.failJob(id, engineErrorCode(engineCode), message)
-    d.log.warn({ job: id, code: engineCode, msg: message }, 'job failed')
-  }
+const isPhoto = (r: Run): r is Run<PhotoJob> => r.job.kind === 'photo'
+const isVideo = (r: Run): r is Run<VideoJob> => r.job.kind === 'video'
 
-  return async function run(jobId: string): Promise<void> {
-    const job = await d.store.getJob(jobId)
-    if (!job || job.status !== 'CONVERTING') return
-    let attempt = 0
+export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome> {
+  return async function run(jobId) {
+    const r = await d.jobs.start(jobId)
+    if (!r) return 'none'
     try {
-      attempt = await d.store.startAttempt(jobId)
-      if (attempt > d.maxAttempts) return await fail(jobId, 'crashed', `job did not finish after ${d.maxAttempts} attempts`)
-      if (job.kind === 'video') return await runVideoJob(d, job)
-      const original = await d.storage.get(job.originalKey)
-      if (!original) return await fail(jobId, 'storage', 'original file is missing')
-      const p = job.params as { format: string; exif?: boolean; dpi?: number | null }
-      let lastWrite = 0
-      let lastPct = -1
-      const out = await d.pool.enhance(original.data, { model: job.model, format: p.format, exif: p.exif, dpi: p.dpi ?? undefined },
-        d.jobTimeoutMs, (pct) => {
-          const now = Date.now()
-          if (pct > lastPct && pct < 100 && now - lastWrite >= 200) {
-            lastPct = pct
-            lastWrite = now
-            d.store.setProgress(jobId, pct).catch(() => {})
-          }
-        })
-      if (d.isClosing()) return
-      if (!out.ok) return await fail(jobId, out.error_code, out.message)
-      const ext = EXT[p.format] ?? p.format
-      const key = `r/${jobId}.${ext}`
-      const data = Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength)
-      await d.storage.put(key, data, contentTypeFor(ext))
-      await d.store.completeJob(jobId, key)
-      d.log.info({ job: jobId, ms: out.ms, width: out.width, height: out.height }, 'job completed')
+      if (isPhoto(r)) await runPhoto(d, r)
+      else if (isVideo(r)) await runVideo(d, r)
     } catch (e) {
-      // Shutting down: leave the job CONVERTING; it is picked up again at the next start.
-      if (d.isClosing()) return
-      if (d.rethrow?.(e, attempt)) throw e
-      await fail(jobId, 'internal', String((e as Error)?.message ?? e)).catch(() => {})
+      if (r.signal.aborted) await settleAborted(r)
+      else if (d.retry?.(e, r.attempt)) {
+        r.release('retry')
+        throw e
+      } else await r.fail(100500000, String((e as Error)?.message ?? e))
     }
+    // every path above settles the run; should one not, the job goes back to the queue rather than hang
+    if (!r.ended) r.release('shutdown')
+    return r.state === 'released' ? 'released' : 'ended'
   }
 }

@@ -1,7 +1,7 @@
 // `lucent models list|fetch|verify [--dir DIR] [--mirror DIR] [--force] [--all] [--quick] [FILE_OR_STEM...]`
 // Returns the process exit code; the caller (server/cli.ts) does process.exitCode = await runModelsCli(argv).
 
-import { fetchModels, ModelFetchError, type FetchEvent } from './fetch.js'
+import { downloadModels, ModelDownloadError, type DownloadEvent } from './download.js'
 import { requiredFiles, resolveModelDir } from './manifest.js'
 import { describeProblem, listModels, verifyModels } from './verify.js'
 
@@ -76,7 +76,7 @@ export async function runModelsCli(
       return bad ? 1 : 0
     }
     case 'fetch': {
-      const onProgress = (ev: FetchEvent) => {
+      const onProgress = (ev: DownloadEvent) => {
         switch (ev.type) {
           case 'present':
             out(`present  ${ev.path}`)
@@ -96,11 +96,11 @@ export async function runModelsCli(
         }
       }
       try {
-        const res = await fetchModels(modelDir, { files, mirror, force, offline, onProgress })
+        const res = await downloadModels(modelDir, { files, mirror, force, offline, onProgress })
         out(`${res.length} files ready in ${modelDir}`)
         return 0
       } catch (err) {
-        if (err instanceof ModelFetchError) {
+        if (err instanceof ModelDownloadError) {
           errOut(`${err.failures.length} file(s) failed; ${err.results.length} ready in ${modelDir}`)
           return 1
         }

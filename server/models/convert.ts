@@ -32,6 +32,9 @@ export interface ConvertedNet {
   layers: ConvLayer[]
 }
 
+// h5wasm is a runtime dependency on purpose, although only this converter loads it (lazily): users run the
+// converter too, when `npm ci` / `lucent models fetch` installs the catalog's denoiser (denoise/ffdnet_clip_color
+// comes as a .mat, models/required.json), so an install without devDependencies must still have it.
 type H5 = typeof import('h5wasm')
 let h5: Promise<H5> | undefined
 

@@ -2,7 +2,7 @@
 
 import fs from 'node:fs'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { MODELS_META_DIR, modelSettings } from '../config.js'
 
 export type Source =
   | { kind: 'npm'; pkg: string; version: string; entry: string }
@@ -22,18 +22,10 @@ export interface ManifestEntry {
   model: string
 }
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-/** Repo-root models/ folder (manifest.tsv, required.json). */
-export const MODELS_META_DIR = path.resolve(here, '../../models')
-
-export function defaultManifestPath(): string {
-  return process.env.LUCENT_MODEL_MANIFEST || path.join(MODELS_META_DIR, 'manifest.tsv')
-}
-
-/** Model directory: explicit value, else $LUCENT_MODEL_DIR, else $DATA_DIR/models (default ./data/models),
- *  the same rule as server/config.ts. */
+/** Model directory: explicit value, else the configured one (server/config.ts: $LUCENT_MODEL_DIR, else
+ *  $DATA_DIR/models). */
 export function resolveModelDir(explicit?: string): string {
-  return path.resolve(explicit || process.env.LUCENT_MODEL_DIR || path.join(process.env.DATA_DIR || 'data', 'models'))
+  return path.resolve(explicit || modelSettings().modelDir)
 }
 
 export function parseSource(text: string): Source {
@@ -89,7 +81,7 @@ export function parseManifest(text: string, where = 'manifest'): ManifestEntry[]
 
 const cache = new Map<string, ManifestEntry[]>()
 
-export function loadManifest(file = defaultManifestPath()): ManifestEntry[] {
+export function loadManifest(file = modelSettings().manifest): ManifestEntry[] {
   let m = cache.get(file)
   if (!m) {
     m = parseManifest(fs.readFileSync(file, 'utf8'), file)

@@ -31,10 +31,8 @@ export interface BullQueueOptions {
   stalledIntervalMs?: number
   maxStalledCount?: number
   countsMs?: number
-  /** A job BullMQ gave up on (final failure): fail it in the store (idempotent there). */
+  /** A job BullMQ gave up on (final failure): fail it in the store (idempotent there). Same as onGiveUp(). */
   onFailed?: (jobId: string, reason: string) => Promise<unknown>
-  /** Called around each handler run (metrics): start -> returned fn at the end with the outcome. */
-  onRun?: (jobId: string) => (outcome: 'ok' | 'error') => void
 }
 
 export function redisConnection(url: string): ConnectionOptions {
@@ -58,6 +56,9 @@ export class BullQueue implements Queue {
   private events: QueueEvents | null = null
   private readonly connection: ConnectionOptions
   private waiting = 0
+  /** Shared counts applied so far: a local ++ after an add is skipped when counts arrived meanwhile (they may
+   *  already hold the job: counting it twice refused submissions with the queue not full). */
+  private refreshes = 0
   private active = 0
   private running = 0
   private readonly bound: QueueBound
@@ -75,12 +76,17 @@ export class BullQueue implements Queue {
     this.queue.on('error', (e) => { this.lastError = String(e?.message ?? e) })
     this.timer = setInterval(() => { this.refresh().catch(() => {}) }, o.countsMs ?? 500).unref()
     this.refresh().catch(() => {})
-    if (o.onFailed) {
-      // QueueEvents sees every final failure, including jobs failed by the stalled check (no worker event).
+    if (o.onFailed) this.onGiveUp(o.onFailed)
+  }
+
+  /** `fn` on every final failure. QueueEvents sees them all, including jobs failed by the stalled check (no
+   *  worker event), on every process that listens: `fn` must be idempotent (the store's failJob is). */
+  onGiveUp(fn: (jobId: string, reason: string) => Promise<unknown>): void {
+    if (!this.events) {
       this.events = new QueueEvents(this.name, { connection: this.connection, prefix: this.prefix })
       this.events.on('error', () => {})
-      this.events.on('failed', ({ jobId, failedReason }) => { o.onFailed!(jobId, failedReason).catch(() => {}) })
     }
+    this.events.on('failed', ({ jobId, failedReason }) => { fn(jobId, failedReason).catch(() => {}) })
   }
 
   /** Shared counts from Redis (all gateways and workers). */
@@ -93,6 +99,7 @@ export class BullQueue implements Queue {
     try {
       const c = await this.counts()
       this.waiting = c.waiting + c.delayed
+      this.refreshes++
       this.active = c.active
       this.lastError = null
     } catch (e) {
@@ -115,6 +122,7 @@ export class BullQueue implements Queue {
 
   async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
     this.bound.admit(opts)
+    const seen = this.refreshes
     await this.queue.add('enhance', { jobId }, {
       jobId,
       attempts: this.o.attempts,
@@ -122,20 +130,27 @@ export class BullQueue implements Queue {
       removeOnComplete: true, // the store holds the outcome; a removed id can be re-added by recovery
       removeOnFail: { age: 7 * 24 * 3600, count: 100_000 },
     })
-    this.waiting++
+    if (this.refreshes === seen) this.waiting++
+  }
+
+  async remove(jobId: string): Promise<boolean> {
+    const job = await this.queue.getJob(jobId)
+    if (!job || !(await job.isWaiting() || await job.isDelayed())) return false
+    try {
+      await job.remove()
+    } catch {
+      return false // taken by a worker meanwhile (locked)
+    }
+    this.waiting = Math.max(0, this.waiting - 1)
+    return true
   }
 
   process(handler: JobHandler): void {
     if (this.worker) throw new Error('process() called twice')
     this.worker = new Worker(this.name, async (job: BJob<{ jobId: string }>) => {
-      const done = this.o.onRun?.(job.data.jobId)
       this.running++
       try {
         await handler(job.data.jobId)
-        done?.('ok')
-      } catch (e) {
-        done?.('error')
-        throw e
       } finally {
         this.running--
       }

@@ -1,4 +1,4 @@
-/** Bounded in-process queue; concurrency = worker pool size. Jobs are durable in the Store, not here. */
+/** Bounded in-process queue; concurrency = engine pool size (LUCENT_WORKERS). Jobs are durable in the Store, not here. */
 import type { JobHandler, Queue } from './types.js'
 import { QueueBound } from './bound.js'
 
@@ -26,6 +26,13 @@ export class MemoryQueue implements Queue {
     this.bound.admit(opts)
     this.waiting.push(jobId)
     this.pump()
+  }
+
+  async remove(jobId: string): Promise<boolean> {
+    const i = this.waiting.indexOf(jobId, this.head)
+    if (i < 0) return false
+    this.waiting.splice(i, 1)
+    return true
   }
 
   process(handler: JobHandler): void {

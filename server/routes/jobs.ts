@@ -4,18 +4,18 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError, QUEUE_FULL_CODE } from '../errors.js'
-import {
-  PHOTO_EXTENSIONS, PHOTO_INPUT_FORMATS, PHOTO_LIMITS, VIDEO_MAX_OUT_MP, VIDEO_MAX_SECONDS, VIDEO_MIN_SECONDS, VIDEO_MODELS,
-  VIDEO_OUTPUT_EXTENSIONS, contentTypeFor, normExt, photoModel,
-} from '../catalog.js'
+import { photoModel, videoModel } from '../catalog.js'
+import { PHOTO_INPUT_FORMATS, contentTypeFor, normExt, photoFormat, videoOutputExtensions } from '../media/formats.js'
 import { photoPrice, videoPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
-import { missingVideoTools, videoTools } from '../video/tools.js'
+import { missingVideoTools } from '../video/tools.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, RETENTION_MS, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, errorResponses } from './schemas.js'
-import type { DebitResult, NewJob } from '../store/types.js'
+import type { NewJob } from '../store/types.js'
+import type { JobSpec } from '../jobs/params.js'
+import type { SubmitResult } from '../jobs/lifecycle.js'
 import type { TaskStatusData } from '../jobs/status.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
@@ -31,26 +31,22 @@ async function withQueueSlot<T>(l: Lucent, fn: (commit: () => void) => Promise<T
   }
 }
 
-function debitError(r: Extract<DebitResult, { ok: false }>): ApiError {
+function submitError(r: Extract<SubmitResult, { ok: false }>): ApiError {
   if (r.reason === 'trial_exhausted') return new ApiError(110402004)
   if (r.reason === 'no_key') return new ApiError(110400000)
+  if (r.reason === 'not_queued') return new ApiError(100500000, { detail: `enqueue failed: ${r.error.message}` })
   return new ApiError(110402000)
 }
 
-async function submit(l: Lucent, job: NewJob, commit: () => void) {
-  const r = await l.store.debitAndCreateJob(job)
+/** Debit, create and queue the job (server/jobs/lifecycle.ts). Not queued (Redis or the cluster primary
+ *  unreachable): the lifecycle ends the job at once, refunded, rather than charge for a job the client never
+ *  hears of. */
+async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec, commit: () => void) {
+  const r = await l.jobs.submit(job, { reserved: true })
+  if (r.ok || r.reason === 'not_queued') commit() // the queue consumed the reservation
   if (!r.ok) {
-    await l.storage.delete(job.originalKey).catch(() => {})
-    throw debitError(r)
-  }
-  commit()
-  try {
-    await l.queue.enqueue(job.id, { reserved: true })
-  } catch (e) {
-    // not queued (Redis or the cluster primary unreachable): end the job now, refunded, rather than charge for a
-    // job the client never hears of
-    await l.store.failJob(job.id, 100500000, 'the job could not be queued').catch(() => {})
-    throw new ApiError(100500000, { detail: `enqueue failed: ${(e as Error).message}` })
+    if (r.reason !== 'not_queued') await l.storage.delete(job.originalKey).catch(() => {})
+    throw submitError(r)
   }
   return ok({ job_id: job.id, consume_coins: r.charged })
 }
@@ -65,18 +61,18 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const model = photoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension)
-    const format = ext ? PHOTO_EXTENSIONS[ext] : undefined
-    if (!format) throw new ApiError(110400007)
+    const format = ext ? photoFormat(ext) : undefined
+    if (!ext || !format) throw new ApiError(110400007)
     return withQueueSlot(l, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
       const sn = sniff(bytes)
       if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
-      const lim = PHOTO_LIMITS[model.category]
+      const lim = model.limits
       const inPx = sn.width * sn.height
       if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
       const outPx = inPx * model.scale * model.scale
       if (outPx > lim.maxOutMP * 1e6) throw new ApiError(110400010)
-      const coins = photoPrice(l.prices, model.category, outPx)
+      const coins = photoPrice(l.prices, model.priceClass, outPx)
       const id = newJobId()
       const originalKey = `o/${id}.${sn.format}`
       await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
@@ -95,14 +91,14 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     schema: { summary: 'Submit a video job', tags: ['jobs'], security: [{ apikey: [] }], body: VideoBody, response: { 200: JobCreated, ...errorResponses } },
   }, async (req) => {
     const b = req.body
-    const model = VIDEO_MODELS.get(b.model_name)
+    const model = videoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')
-    if (!ext || !VIDEO_OUTPUT_EXTENSIONS.has(ext)) throw new ApiError(110400007)
+    if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
     const [w, h] = b.resolution
-    if (w * h > VIDEO_MAX_OUT_MP * 1e6) throw new ApiError(110400010)
+    if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
-    const missingTools = await missingVideoTools(videoTools(l.config))
+    const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
     return withQueueSlot(l, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
@@ -112,14 +108,14 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         if (sn && sn.kind === 'image' && sn.format !== 'gif') throw new ApiError(110400007)
         let pr
         try {
-          pr = await probeVideo(input.file, l.config.ffprobe)
+          pr = await probeVideo(input.file, l.config.video.ffprobe)
         } catch (e) {
           if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new ApiError(100500005, { detail: e.message })
           throw new ApiError(110400007)
         }
         if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) throw new ApiError(110400007)
-        if (!(pr.duration >= VIDEO_MIN_SECONDS && pr.duration <= VIDEO_MAX_SECONDS)) throw new ApiError(110400011)
-        const coins = videoPrice(l.prices, model, w, h, pr.fps, pr.duration)
+        if (!(pr.duration >= model.limits.minSeconds && pr.duration <= model.limits.maxSeconds)) throw new ApiError(110400011)
+        const coins = videoPrice(l.prices, model.priceClass, w, h, pr.fps, pr.duration)
         const id = newJobId()
         const format = sn?.format ?? pr.format.split(',')[0]
         const originalKey = `o/${id}.${format}`

@@ -6,20 +6,15 @@
  * force), and the playground shows it before a key is entered. The answer is built once per process (prices
  * are loaded at start) and revalidated with an ETag.
  *
- * Sources: names, scales, categories, limits and formats from server/catalog.ts; prices from server/pricing.ts
- * (the tables in force, LUCENT_PRICES included); descriptions and availability from the engine's catalog
- * (native/engine/src/catalog.rs through the addon's catalog()).
+ * Sources: models/catalog.json (generated from native/engine/src/catalog.rs: names, aliases, scales, price
+ * classes, limits, descriptions, availability), the accepted formats (server/media/formats.ts) and the price
+ * tables in force (server/pricing.ts, LUCENT_PRICES included).
  */
 import crypto from 'node:crypto'
-import { createRequire } from 'node:module'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Type, type Static } from 'typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import {
-  PHOTO_ALIASES, PHOTO_EXTENSIONS, PHOTO_LIMITS, PHOTO_MODELS, VIDEO_INPUT_EXTENSIONS, VIDEO_MAX_OUT_MP, VIDEO_MAX_SECONDS,
-  VIDEO_MIN_SECONDS, VIDEO_MODELS, VIDEO_OUTPUT_EXTENSIONS,
-} from '../catalog.js'
+import { readCatalog, type CatalogModel } from '../catalog.js'
+import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
 import { VIDEO_TIERS, type Prices } from '../pricing.js'
 import { ok } from '../context.js'
 import { Envelope } from './schemas.js'
@@ -82,57 +77,37 @@ export const ModelsData = Type.Object({
 })
 export type ModelsAnswer = Static<typeof ModelsData>
 
-interface EngineEntry { name: string; kind: 'photo' | 'video'; description: string; available: boolean }
-
-/** The engine's catalog (descriptions, availability); empty when the addon cannot be loaded here. */
-export function engineCatalog(): EngineEntry[] {
-  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
-  try {
-    const addon = createRequire(import.meta.url)(path.join(root, 'native', 'node')) as { catalog(): EngineEntry[] }
-    return addon.catalog()
-  } catch {
-    return []
-  }
-}
-
 const family = (kind: 'photo' | 'video', name: string) => FAMILIES[kind][name.replace(/_\d+x$/, '')] ?? name
 
-/** The answer's data for the price tables in force and the engine's catalog. */
-export function modelsData(prices: Prices, engine: EngineEntry[] = engineCatalog()): ModelsAnswer {
-  const known = new Map(engine.map((e) => [`${e.kind}:${e.name}`, e]))
-  const described = (kind: 'photo' | 'video', name: string, scale: number) => {
-    const e = known.get(`${kind}:${name}`)
-    // not in the engine's catalog here (addon not loadable on this gateway host): the API accepts it; workers decide
-    return { description: e?.description ?? `${family(kind, name)} ${scale}x`, available: e ? e.available : true }
-  }
-  const photo = [...PHOTO_MODELS.values()].map((m) => ({
-    name: m.name, kind: 'photo' as const, family: family('photo', m.name), scale: m.scale, category: m.category,
-    aliases: Object.keys(PHOTO_ALIASES).filter((a) => PHOTO_ALIASES[a] === m.name),
-    ...described('photo', m.name, m.scale),
-    price: { unit: 'output_megapixels' as const, tiers: prices[m.category].map(([below, coins]) => ({ below_mp: below, coins })) },
-    limits: { max_input_mp: PHOTO_LIMITS[m.category].maxInMP, max_output_mp: PHOTO_LIMITS[m.category].maxOutMP, dpi: m.category === 'enhance' },
-  }))
-  const video = [...VIDEO_MODELS.values()].map((m) => {
-    const factor = m.tier === 'premium' ? prices.premiumFactor : 1
+/** The answer's data for the price tables in force and the catalog (models/catalog.json by default). */
+export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog()): ModelsAnswer {
+  const common = (m: CatalogModel) => ({
+    name: m.name, kind: m.kind, family: family(m.kind, m.name), scale: m.scale, category: m.price_class,
+    aliases: [...m.aliases], description: m.description, available: m.available,
+  })
+  const models = catalog.map((m) => {
+    if (m.kind === 'photo') {
+      return {
+        ...common(m),
+        price: { unit: 'output_megapixels' as const, tiers: prices[m.price_class].map(([below, coins]) => ({ below_mp: below, coins })) },
+        limits: { max_input_mp: m.limits.max_in_mp, max_output_mp: m.limits.max_out_mp, dpi: m.category === 'enhance' },
+      }
+    }
+    const factor = m.price_class === 'premium' ? prices.premiumFactor : 1
     return {
-      name: m.name, kind: 'video' as const, family: family('video', m.name), scale: m.scale, category: m.tier, aliases: [],
-      ...described('video', m.name, m.scale),
+      ...common(m),
       price: {
         unit: 'output_second' as const,
         tiers: VIDEO_TIERS.map(([tier, max]) => ({ name: tier, max_short_side: max, coins_per_second: prices.video[tier] * factor })),
         fps_over_30_factor: prices.fpsOver30Factor,
         minimum_coins: 1,
       },
-      limits: { max_input_mp: null, max_output_mp: VIDEO_MAX_OUT_MP, min_seconds: VIDEO_MIN_SECONDS, max_seconds: VIDEO_MAX_SECONDS },
+      limits: { max_input_mp: null, max_output_mp: m.limits.max_out_mp, min_seconds: m.limits.min_seconds, max_seconds: m.limits.max_seconds },
     }
   })
   return {
-    models: [...photo, ...video],
-    formats: {
-      photo: Object.keys(PHOTO_EXTENSIONS),
-      video_input: [...VIDEO_INPUT_EXTENSIONS],
-      video_output: [...VIDEO_OUTPUT_EXTENSIONS],
-    },
+    models,
+    formats: { photo: [...photoExtensions], video_input: [...videoInputExtensions], video_output: [...videoOutputExtensions] },
   }
 }
 

@@ -3,7 +3,7 @@
  * - Objects: PutObject / GetObject / DeleteObject / ListObjectsV2 through @aws-sdk/client-s3.
  * - Links: S3 pre-signed URLs (AWS Signature V4, query-string form). `signedGetUrl` / `signedPutUrl` are
  *   synchronous in the MediaStorage interface, so the V4 query signature is computed here (same algorithm as
- *   @aws-sdk/s3-request-presigner; test/scaleout-s3.ts checks both produce the same signature). A PUT link signs
+ *   @aws-sdk/s3-request-presigner; test/storage/s3.ts checks both produce the same signature). A PUT link signs
  *   `content-type`: S3 answers 403 to a PUT with any other type, and to an expired link.
  * - `ownKey` recognises links to this bucket and checks their signature and expiry, so an `access_url` from
  *   presign-put can be passed as img_url / video_url and is read from the bucket directly.

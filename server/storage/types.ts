@@ -1,4 +1,4 @@
-/** Media object storage (originals, results, staged uploads). Local disk today (local.ts); S3 later. */
+/** Media object storage (originals, results, staged uploads): local disk (local.ts) or S3 (s3.ts). */
 import type { Readable } from 'node:stream'
 
 export interface ObjectMeta { contentType: string; size: number; createdAt: number }

@@ -1,4 +1,5 @@
-/** Persistence interface (keys, jobs, ledger). SQLite today (sqlite.ts); PostgreSQL later, same interface. */
+/** Persistence interface (keys, jobs, ledger): SQLite (sqlite.ts) or PostgreSQL (postgres.ts). Job state is
+ *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
 
 export interface ApiKey {
   id: string
@@ -20,6 +21,7 @@ export interface Job {
   keyId: string
   kind: JobKind
   model: string
+  /** As the submission stored it (JSON); read back typed through server/jobs/params.ts decodeJob(). */
   params: Record<string, unknown>
   status: JobStatus
   progress: number
@@ -55,6 +57,7 @@ export interface NewJob {
   keyId: string
   kind: JobKind
   model: string
+  /** As the submission stored it (JSON); read back typed through server/jobs/params.ts decodeJob(). */
   params: Record<string, unknown>
   coins: number
   originalKey: string

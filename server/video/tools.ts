@@ -1,7 +1,7 @@
 /**
- * External tools of the video path, found on PATH or named by the environment:
+ * External tools of the video path (their paths: server/config.ts `video`, found on PATH by default):
  *   LUCENT_FFMPEG   (default `ffmpeg`)   decode / encode / mux        — required for video jobs
- *   LUCENT_FFPROBE  (default `ffprobe`)  probing (server/config.ts)   — required for video jobs
+ *   LUCENT_FFPROBE  (default `ffprobe`)  probing                      — required for video jobs
  *   LUCENT_MKVMERGE (default `mkvmerge`) restores per-frame timestamps of variable-frame-rate inputs
  *                                        (Debian package `mkvtoolnix`); optional: without it a VFR input
  *                                        is encoded at its average constant rate (same frames, same length).
@@ -9,16 +9,6 @@
  * unaffected. Install: `apt-get install ffmpeg mkvtoolnix` (Debian/Ubuntu), `brew install ffmpeg mkvtoolnix`.
  */
 import { spawn } from 'node:child_process'
-
-export interface VideoTools { ffmpeg: string; ffprobe: string; mkvmerge: string }
-
-export function videoTools(cfg: { ffprobe?: string; ffmpeg?: string }, env: NodeJS.ProcessEnv = process.env): VideoTools {
-  return {
-    ffmpeg: cfg.ffmpeg || env.LUCENT_FFMPEG || 'ffmpeg',
-    ffprobe: cfg.ffprobe || env.LUCENT_FFPROBE || 'ffprobe',
-    mkvmerge: env.LUCENT_MKVMERGE || 'mkvmerge',
-  }
-}
 
 const cache = new Map<string, { at: number; ok: boolean }>()
 
@@ -49,7 +39,7 @@ export function toolWorks(bin: string, arg = '-version'): Promise<boolean> {
 }
 
 /** Null when ffmpeg and ffprobe both run; else a message naming what is missing. */
-export async function missingVideoTools(t: VideoTools): Promise<string | null> {
+export async function missingVideoTools(t: { ffmpeg: string; ffprobe: string }): Promise<string | null> {
   const [a, b] = await Promise.all([toolWorks(t.ffmpeg), toolWorks(t.ffprobe)])
   if (a && b) return null
   const miss = [!a && `ffmpeg (${t.ffmpeg}; LUCENT_FFMPEG)`, !b && `ffprobe (${t.ffprobe}; LUCENT_FFPROBE)`].filter(Boolean).join(' and ')

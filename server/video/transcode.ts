@@ -258,7 +258,7 @@ async function* frameBatches(stream: NodeJS.ReadableStream, size: number, batch:
     have += chunk.length
     while (have >= want) {
       const all = Buffer.concat(parts, have)
-      // A copy of exactly one batch: it may be transferred to a worker thread (its ArrayBuffer moves).
+      // A copy of exactly one batch: it may be transferred to an engine thread (its ArrayBuffer moves).
       yield Buffer.from(all.subarray(0, want))
       const rest = all.subarray(want)
       parts = rest.length ? [Buffer.from(rest)] : []

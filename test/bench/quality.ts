@@ -26,7 +26,7 @@ const quick = args.includes('--quick')
 const json = args.includes('--json')
 const only = args.includes('--models') ? new Set(args[args.indexOf('--models') + 1]!.split(',')) : undefined
 
-const native = createRequire(import.meta.url)(path.join(repoRoot, 'native/node'))
+const native = createRequire(import.meta.url)('@lucent/native') as typeof import('@lucent/native')
 
 // ---- PNG (8-bit, non-interlaced) decode / encode: enough for the data sets and the engine's output.
 interface Img { w: number; h: number; rgb: Uint8Array } // packed RGB

@@ -17,10 +17,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { EnginePool } from '../../server/worker/pool.js'
+import { EnginePool } from '../../server/engine/pool.js'
 import { transcode } from '../../server/video/transcode.js'
 import { probeVideo } from '../../server/video/probe.js'
-import { videoTools } from '../../server/video/tools.js'
+import { videoSettings } from '../../server/config.js'
 import { batchFor } from '../../server/jobs/video.js'
 import { VIDEO_MODELS } from '../../server/catalog.js'
 
@@ -28,7 +28,7 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 const modelDir = path.resolve(process.env.LUCENT_MODEL_DIR ?? path.join(repoRoot, '../shared/models'))
 const demo = path.join(repoRoot, '../shared/data/video/onepiece_demo.mp4')
 const frames1080 = Number(process.env.LUCENT_BENCH_FRAMES_1080 ?? 240)
-const tools = videoTools({})
+const tools = videoSettings()
 
 /** Decode + encode only: the processor hands back a constant frame of the 2x size (no engine work). */
 async function pipelineOnly(input: string, outDir: string): Promise<string> {
@@ -38,9 +38,9 @@ async function pipelineOnly(input: string, outDir: string): Promise<string> {
   let frame: Buffer | undefined
   const t0 = performance.now()
   const r = await transcode({
-    input, output: out, container: 'mp4', target, ffmpeg: tools.ffmpeg, batch: batchFor(p.width, p.height, 2),
+    input, output: out, container: 'mp4', target, ffmpeg: tools.ffmpeg, batch: batchFor(p.width, p.height, 2, tools.batchMb),
     info: { width: p.width, height: p.height, rotation: p.rotation, fps: p.fpsRational, frames: p.frames, hasAudio: p.hasAudio, hasSubtitles: false },
-    crf: Number(process.env.LUCENT_VIDEO_CRF ?? 18), preset: process.env.LUCENT_VIDEO_PRESET || 'medium',
+    crf: tools.crf, preset: tools.preset,
     process: async (f, width, height, count) => {
       frame ??= Buffer.alloc(width * height * 12, 0x80)
       return { data: Buffer.concat(Array(count).fill(frame)), width: width * 2, height: height * 2 }
@@ -61,11 +61,11 @@ async function run(pool: EnginePool, model: string, input: string, outDir: strin
     const r = await transcode({
       input, output: out, container: 'mp4', target, ffmpeg: tools.ffmpeg,
       info: { width: p.width, height: p.height, rotation: p.rotation, fps: p.fpsRational, frames: p.frames, hasAudio: p.hasAudio, hasSubtitles: false },
-      batch: batchFor(p.width, p.height, m.scale),
-      crf: Number(process.env.LUCENT_VIDEO_CRF ?? 18),
-      preset: process.env.LUCENT_VIDEO_PRESET || 'medium',
+      batch: batchFor(p.width, p.height, m.scale, tools.batchMb),
+      crf: tools.crf,
+      preset: tools.preset,
       process: async (f, width, height, count) => {
-        const o = await pool.enhanceFrames(f, { model, width, height, count }, 3600_000)
+        const o = await pool.enhanceFrames(f, { model, width, height, count })
         if (!o.ok) throw Object.assign(new Error(o.message), { code: o.error_code })
         return { data: Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength), width: o.width, height: o.height }
       },

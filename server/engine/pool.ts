@@ -1,0 +1,119 @@
+/**
+ * The engine pool: piscina threads running thread.ts (size = LUCENT_WORKERS, the jobs processed at once),
+ * spoken to in the typed protocol of protocol.ts. The one place that starts engine threads; photo jobs and
+ * video frame batches alike go through it, so the gateway's event loop never runs engine code.
+ *
+ * Threads load TypeScript through tsx: the pool passes tsx's loader in the threads' execArgv unless the
+ * process was itself started with it (`node --import tsx`), so `bin/lucent.js` (tsx registered in-process),
+ * `npm start`, the tests and cluster primaries all start working threads.
+ */
+import { MessageChannel, type MessagePort } from 'node:worker_threads'
+import { Piscina } from 'piscina'
+import type { Config } from '../config.js'
+import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
+import type { EngineTask, EnhanceReply, FramesReply, InitReply, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
+
+/** Is tsx's loader among these node flags (`--import tsx`, `--import=tsx`, or its resolved file URL)? */
+function hasTsx(argv: string[]): boolean {
+  return argv.some((a, i) => {
+    const m = /^--(?:import|loader)(?:=(.*))?$/.exec(a)
+    const value = m ? m[1] ?? argv[i + 1] ?? '' : ''
+    return /(^|\/)tsx(\/|$)/.test(value)
+  })
+}
+
+export function threadExecArgv(argv = process.execArgv): string[] {
+  return hasTsx(argv) ? argv : [...argv, '--import', import.meta.resolve('tsx')]
+}
+
+/** A buffer's bytes as a Uint8Array that owns its whole ArrayBuffer (transferable without detaching others). */
+function transferable(b: Buffer): Uint8Array {
+  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? new Uint8Array(b.buffer, 0, b.byteLength) : new Uint8Array(b)
+}
+
+/** The engine as /healthz, /readyz and the cluster broadcast report it. */
+export interface EngineState {
+  state: 'starting' | 'ready' | 'error'
+  /** The engine's info where this process (or its cluster primary) runs jobs; the role on a gateway. */
+  info?: EngineInfo | { role: Config['role'] }
+  models?: string[]
+  error?: string
+}
+
+export interface EngineCall {
+  /** Aborts the task inside its thread (the engine stops at its next tile; the thread stays alive). */
+  signal?: AbortSignal
+  onProgress?: (pct: number) => void
+}
+
+export class EnginePool {
+  private readonly pool: Piscina
+  /** Tasks running now: close() aborts them (a thread cannot terminate while a native call runs). */
+  private readonly inFlight = new Set<{ abort: () => void; done: Promise<void> }>()
+
+  constructor(options: EngineOptions & { workers: number }) {
+    const { workers, ...init } = options
+    // unset options stay absent: the addon applies its own defaults
+    const data: ThreadData = { modelDir: init.modelDir }
+    if (init.backend) data.backend = init.backend
+    if (init.adapter) data.adapter = init.adapter
+    if (init.threads) data.threads = init.threads
+    if (init.tile) data.tile = init.tile
+    this.pool = new Piscina({
+      filename: new URL('./thread.ts', import.meta.url).href,
+      minThreads: 1,
+      maxThreads: workers,
+      concurrentTasksPerWorker: 1,
+      idleTimeout: 60_000,
+      execArgv: threadExecArgv(),
+      workerData: data,
+    })
+  }
+
+  /** Loads the addon and the engine in a thread; reports the engine info and model names. */
+  init(): Promise<InitReply> {
+    return this.pool.run({ op: 'init' } satisfies EngineTask)
+  }
+
+  /** A photo: decode, run the model's pipeline, encode (the addon's enhance()). The input is transferred. */
+  enhance(input: Buffer, options: EnhanceOptions, call: EngineCall = {}): Promise<EnhanceReply> {
+    return this.call((port) => ({ op: 'enhance', input: transferable(input), port, options }), call)
+  }
+
+  /** Video: `count` packed RGB24 frames through a video model (the addon's enhanceFrames()). The frame
+   *  buffer is transferred to the thread (unusable afterwards). */
+  enhanceFrames(frames: Buffer, options: Omit<FramesOptions, 'faceState'> & { faceState?: Uint8Array }, call: EngineCall = {}): Promise<FramesReply> {
+    return this.call((port) => ({ op: 'frames', input: transferable(frames), port, options }), call)
+  }
+
+  private async call<T extends Extract<EngineTask, { port: unknown }>>(make: (port: MessagePort) => T, call: EngineCall): Promise<ReplyTo<T>> {
+    const { port1, port2 } = new MessageChannel()
+    const task = make(port2)
+    if (call.onProgress) {
+      const onProgress = call.onProgress
+      port1.on('message', (m: ToMain) => { if (m.t === 'progress') onProgress(m.pct) })
+      port1.unref()
+    }
+    const abort = () => port1.postMessage({ t: 'abort' } satisfies ToThread)
+    if (call.signal?.aborted) abort()
+    else call.signal?.addEventListener('abort', abort, { once: true })
+    const run: Promise<ReplyTo<T>> = this.pool.run(task, { transferList: [port2, task.input.buffer as ArrayBuffer] })
+    const entry = { abort, done: run.then(() => {}, () => {}) }
+    this.inFlight.add(entry)
+    try {
+      return await run
+    } finally {
+      this.inFlight.delete(entry)
+      call.signal?.removeEventListener('abort', abort)
+      port1.close()
+    }
+  }
+
+  async close(): Promise<void> {
+    // Abort the running tasks first (they stop at the next tile) and give them a moment to return.
+    const running = [...this.inFlight]
+    for (const f of running) f.abort()
+    if (running.length) await Promise.race([Promise.all(running.map((f) => f.done)), new Promise((r) => setTimeout(r, 10_000).unref())])
+    await this.pool.destroy()
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * The typed protocol between the engine pool (pool.ts, main thread) and its piscina threads (thread.ts).
+ * A task goes in as one message; its reply comes back as the task's result. Expected failures are replies
+ * `{ ok: false, error_code, message }` (piscina drops custom Error properties across threads). While a task
+ * runs, its MessagePort carries `ToThread` messages in (abort) and `ToMain` messages out (progress).
+ * Buffers cross without copies: inputs are transferred in, outputs moved back (thread.ts).
+ */
+import type { MessagePort } from 'node:worker_threads'
+import type { EngineErrorCode, EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
+
+/** The thread's workerData: the engine's init options. */
+export type ThreadData = EngineOptions
+
+export interface InitTask { op: 'init' }
+export interface EnhanceTask { op: 'enhance'; input: Uint8Array; port: MessagePort; options: EnhanceOptions }
+export interface FramesTask {
+  op: 'frames'
+  input: Uint8Array
+  port: MessagePort
+  options: Omit<FramesOptions, 'faceState'> & { faceState?: Uint8Array }
+}
+export type EngineTask = InitTask | EnhanceTask | FramesTask
+
+export interface Failure { ok: false; error_code: EngineErrorCode; message: string }
+
+export type InitReply = { ok: true; info: EngineInfo; models: string[] } | Failure
+export type EnhanceReply = { ok: true; data: Uint8Array; width: number; height: number; format: string; ms: number } | Failure
+export type FramesReply = { ok: true; data: Uint8Array; width: number; height: number; faceState?: Uint8Array } | Failure
+
+export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply }
+export type ReplyTo<T extends EngineTask> = Replies[T['op']]
+
+/** Main thread -> engine thread, on a running task's port. */
+export type ToThread = { t: 'abort' }
+/** Engine thread -> main thread, on a running task's port. */
+export type ToMain = { t: 'progress'; pct: number }

@@ -1,0 +1,351 @@
+/**
+ * The job lifecycle: the ONE module that moves a job between its states, writes them through the store and
+ * tells the rest of the server, one typed event per transition.
+ *
+ *   submit() ─> queued ─start()─> running ─progress()*─> completed
+ *                 ^                 │  ├──────────────> failed     engine error, timeout, crash limit, ...
+ *                 └──── released <──┘  └──────────────> canceled   cancel(): out of the queue, run aborted
+ *   a queued job can also end at once: failed (enqueue failure, BullMQ gave up) or canceled
+ *
+ * Stored (API) states: CONVERTING = queued | running; COMPLETED; ERROR = failed | canceled (refunded exactly
+ * once by the store). `released` leaves the job CONVERTING: a run that stops without an outcome (shutdown, or
+ * a throw the shared queue retries) goes back to the queue.
+ *
+ * Subscribing (metrics, kept task-status answers, the cluster broadcast, webhooks ...):
+ *   const off = app.lucent.jobs.on('completed', (e) => notify(e.job.keyId, e.job.id, e.resultKey))
+ *   app.lucent.jobs.onChange((jobId) => cache.drop(jobId))   // after ANY state write, even one that threw
+ * Listeners run synchronously after the store write; one that throws is logged and never breaks the job.
+ * Events fire in the process that made the transition (a worker's runs on the worker; a gateway's
+ * submissions on the gateway).
+ *
+ * Running jobs: start() hands the runner a `Run` with an AbortSignal, aborted (reason: a `RunAborted`) when
+ * the job timeout passes (LUCENT_JOB_TIMEOUT_MS), on cancel(), on shutdown(), or when the job ends elsewhere.
+ * The runner passes the signal down (engine pool, ffmpeg) and settles the run with `settleAborted()`.
+ *
+ * Cancel (for POST /api/task-cancel): cancel(jobId, {errorCode, message}) removes the job from the queue if it
+ * is waiting, ends it in the store (ERROR + refund, so every API answer stays in today's vocabulary), emits
+ * `canceled`, and aborts its run when it runs in this process. A run on another process finds out when its
+ * next write is refused (the store only moves CONVERTING jobs); to stop it at once, forward the cancel to the
+ * process that runs it (cluster IPC / Redis) and call cancel() there.
+ */
+import type { ErrorCode } from '../errors.js'
+import type { Queue } from '../queue/types.js'
+import type { DebitResult, JobKind, NewJob, Store } from '../store/types.js'
+import { decodeJob, type JobSpec, type TypedJob } from './params.js'
+
+export interface JobRef { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }
+/** A run of this process: its attempt number (1 = first) and how long it ran. */
+export interface RunInfo { attempt: number; ms: number }
+
+export interface JobEvents {
+  queued: { job: JobRef; coins: number; trial: boolean }
+  running: { job: JobRef; attempt: number }
+  progress: { job: JobRef; progress: number }
+  completed: { job: JobRef; resultKey: string; run: RunInfo; latencyMs: number }
+  failed: { job: JobRef; errorCode: ErrorCode; message: string; run: RunInfo | null }
+  canceled: { job: JobRef; errorCode: ErrorCode; message: string; run: RunInfo | null }
+  released: { job: JobRef; reason: 'retry' | 'shutdown'; run: RunInfo }
+}
+export type JobEventType = keyof JobEvents
+
+/** Why a run's signal was aborted. `ended`: the job was ended by cancel() or fail() while running. */
+export class RunAborted extends Error {
+  constructor(readonly why: 'timeout' | 'shutdown' | 'ended', message: string) {
+    super(message)
+    this.name = 'RunAborted'
+  }
+}
+
+export type RunState = 'running' | 'completed' | 'failed' | 'canceled' | 'released'
+
+/** One running job, handed to its runner by start(). Every method is a no-op once the run has ended. */
+export interface Run<J extends TypedJob = TypedJob> {
+  readonly job: J
+  readonly attempt: number
+  readonly signal: AbortSignal
+  /** 'running' until the run ends; then how (failed also when ended by fail() from elsewhere). */
+  readonly state: RunState
+  readonly ended: boolean
+  /** True when the runner must stop without writing anything more: ended, or shutting down. (A timeout still
+   *  lets a result that is already there complete the job.) */
+  readonly stopped: boolean
+  /** Progress 0..100 (written at most every 200 ms, never backwards, below 100 until completion). Resolves
+   *  once written or skipped; never rejects (a failed progress write is not a job failure). */
+  progress(pct: number): Promise<void>
+  complete(resultKey: string): Promise<boolean>
+  fail(errorCode: ErrorCode, message: string): Promise<boolean>
+  /** Stops without an outcome: the job stays CONVERTING (queued again by the queue or the next start). */
+  release(reason: 'retry' | 'shutdown'): void
+}
+
+export type SubmitResult =
+  | { ok: true; charged: number }
+  | Extract<DebitResult, { ok: false }>
+  /** Debited but the queue refused the job (Redis or the cluster primary unreachable): ended, refunded. */
+  | { ok: false; reason: 'not_queued'; error: Error }
+
+export interface LifecycleDeps {
+  store: Store
+  queue: Queue
+  log: { info(o: object, msg: string): void; warn(o: object, msg: string): void; error(o: object, msg: string): void }
+  jobTimeoutMs: number
+  maxAttempts: number
+}
+
+const ref = (j: { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }): JobRef =>
+  ({ id: j.id, keyId: j.keyId, kind: j.kind, model: j.model, createdAt: j.createdAt })
+
+const PROGRESS_EVERY_MS = 200
+
+export class JobLifecycle {
+  private readonly listeners = new Map<JobEventType, Set<(e: never) => void>>()
+  private readonly changeListeners = new Set<(jobId: string) => void>()
+  private readonly runs = new Map<string, ActiveRun>()
+  private stopping = false
+
+  constructor(private readonly d: LifecycleDeps) {
+    // BullMQ's failure hook: a job the shared queue gave up on (attempts or stalls exhausted) ends here.
+    d.queue.onGiveUp?.((jobId, reason) => this.fail(jobId, 100500000, `job failed after retries: ${reason}`.slice(0, 500)))
+  }
+
+  // --- subscribing ------------------------------------------------------------------------------------------
+
+  /** Calls `fn` on every `type` transition made by this process. Returns the unsubscribe function. */
+  on<E extends JobEventType>(type: E, fn: (e: JobEvents[E]) => void): () => void {
+    let set = this.listeners.get(type)
+    if (!set) this.listeners.set(type, (set = new Set()))
+    set.add(fn as (e: never) => void)
+    return () => { set.delete(fn as (e: never) => void) }
+  }
+
+  /** Calls `fn(jobId)` after every write of a job's state by this process (progress, completion, failure,
+   *  cancel), also when the write threw: for caches of job state. Returns the unsubscribe function. */
+  onChange(fn: (jobId: string) => void): () => void {
+    this.changeListeners.add(fn)
+    return () => { this.changeListeners.delete(fn) }
+  }
+
+  private emit<E extends JobEventType>(type: E, e: JobEvents[E]): void {
+    for (const fn of this.listeners.get(type) ?? []) this.guard(() => (fn as (e: JobEvents[E]) => void)(e), type)
+  }
+
+  private changed(jobId: string): void {
+    for (const fn of this.changeListeners) this.guard(() => fn(jobId), 'change')
+  }
+
+  private guard(fn: () => void, what: string): void {
+    try {
+      fn()
+    } catch (err) {
+      this.d.log.error({ err, event: what }, 'job event listener threw')
+    }
+  }
+
+  /** Runs `write` (a store write of `jobId`'s state), then tells the change listeners, whatever happened. */
+  private async write<T>(jobId: string, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write()
+    } finally {
+      this.changed(jobId)
+    }
+  }
+
+  // --- transitions ------------------------------------------------------------------------------------------
+
+  /** A new job: debit and create it (one store transaction), then hand it to the queue (`reserved`: with the
+   *  place the route reserved). */
+  async submit(job: Omit<NewJob, 'kind' | 'params'> & JobSpec, opts: { reserved?: boolean } = {}): Promise<SubmitResult> {
+    const r = await this.d.store.debitAndCreateJob(job)
+    if (!r.ok) return r
+    this.emit('queued', { job: ref(r.job), coins: r.charged, trial: r.trial })
+    try {
+      await this.d.queue.enqueue(job.id, { reserved: opts.reserved })
+    } catch (e) {
+      await this.fail(job.id, 100500000, 'the job could not be queued').catch(() => {})
+      return { ok: false, reason: 'not_queued', error: e as Error }
+    }
+    return { ok: true, charged: r.charged }
+  }
+
+  /** Starts a run of a queued job; null when there is nothing to run (unknown, already ended, stopping, or over
+   *  its attempts: then it fails here, 'crashed'). */
+  async start(jobId: string): Promise<Run | null> {
+    if (this.stopping) return null
+    const job = await this.d.store.getJob(jobId)
+    if (!job || job.status !== 'CONVERTING') return null
+    const attempt = await this.d.store.startAttempt(jobId)
+    // a delivery that ends the job at once still counts as a (zero-length) run of this process
+    if (attempt > this.d.maxAttempts) {
+      await this.failWaiting(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`, { attempt, ms: 0 })
+      return null
+    }
+    const typed = decodeJob(job)
+    if (typeof typed === 'string') {
+      await this.failWaiting(jobId, 100403000, typed, { attempt, ms: 0 })
+      return null
+    }
+    const run = new ActiveRun(this, typed, attempt)
+    this.runs.set(jobId, run)
+    this.emit('running', { job: ref(job), attempt })
+    return run
+  }
+
+  /** Ends a job that is not (or no longer) running here: an enqueue failure, BullMQ giving up. A run of it
+   *  in this process is aborted ('ended'). */
+  async fail(jobId: string, errorCode: ErrorCode, message: string): Promise<boolean> {
+    const run = this.runs.get(jobId)
+    if (run) return run.fail(errorCode, message, 'ended')
+    return this.failWaiting(jobId, errorCode, message, null)
+  }
+
+  private async failWaiting(jobId: string, errorCode: ErrorCode, message: string, run: RunInfo | null): Promise<boolean> {
+    const job = await this.d.store.getJob(jobId)
+    if (!job) return false
+    const ok = await this.write(jobId, () => this.d.store.failJob(jobId, errorCode, message))
+    if (ok) {
+      this.d.log.warn({ job: jobId, code: errorCode, msg: message }, 'job failed')
+      this.emit('failed', { job: ref(job), errorCode, message, run })
+    }
+    return ok
+  }
+
+  /** Cancels a job: out of the queue if waiting, ERROR + refund in the store, `canceled`, its run here aborted.
+   *  False when the job had already ended (or does not exist). */
+  async cancel(jobId: string, reason: { errorCode: ErrorCode; message: string }): Promise<boolean> {
+    await this.d.queue.remove(jobId).catch(() => false)
+    const run = this.runs.get(jobId)
+    const job = run?.job ?? await this.d.store.getJob(jobId)
+    if (!job) return false
+    const ok = await this.write(jobId, () => this.d.store.failJob(jobId, reason.errorCode, reason.message))
+    if (!ok) return false
+    const info = run?.end('canceled', new RunAborted('ended', `job canceled: ${reason.message}`)) ?? null
+    this.d.log.info({ job: jobId, code: reason.errorCode }, 'job canceled')
+    this.emit('canceled', { job: ref(job), errorCode: reason.errorCode, message: reason.message, run: info })
+    return true
+  }
+
+  /** Crash recovery at start: every CONVERTING job back into the queue (a shared queue ignores ids it holds). */
+  async recover(): Promise<number> {
+    const jobs = await this.d.store.jobsByStatus('CONVERTING')
+    for (const job of jobs) await this.d.queue.enqueue(job.id, { force: true })
+    return jobs.length
+  }
+
+  /** Stopping: no new runs; every run's signal is aborted ('shutdown'), its runner releases the job. */
+  shutdown(): void {
+    this.stopping = true
+    for (const run of this.runs.values()) run.abort(new RunAborted('shutdown', 'shutting down'))
+  }
+
+  /** Jobs running in this process now. */
+  get running(): number { return this.runs.size }
+
+  // --- called by ActiveRun -----------------------------------------------------------------------------------
+
+  /** @internal */
+  runEnded(run: ActiveRun): void {
+    if (this.runs.get(run.job.id) === run) this.runs.delete(run.job.id)
+  }
+
+  /** @internal */
+  runProgress(run: ActiveRun, progress: number): Promise<void> {
+    return this.write(run.job.id, () => this.d.store.setProgress(run.job.id, progress)).then(
+      () => this.emit('progress', { job: ref(run.job), progress }),
+      () => {},
+    )
+  }
+
+  /** @internal */
+  async runComplete(run: ActiveRun, info: RunInfo, resultKey: string): Promise<boolean> {
+    const ok = await this.write(run.job.id, () => this.d.store.completeJob(run.job.id, resultKey))
+    if (ok) this.emit('completed', { job: ref(run.job), resultKey, run: info, latencyMs: Math.max(0, Date.now() - run.job.createdAt) })
+    return ok
+  }
+
+  /** @internal */
+  async runFail(run: ActiveRun, info: RunInfo, errorCode: ErrorCode, message: string): Promise<boolean> {
+    const ok = await this.write(run.job.id, () => this.d.store.failJob(run.job.id, errorCode, message))
+    if (ok) {
+      this.d.log.warn({ job: run.job.id, code: errorCode, msg: message }, 'job failed')
+      this.emit('failed', { job: ref(run.job), errorCode, message, run: info })
+    }
+    return ok
+  }
+
+  /** @internal */
+  runReleased(run: ActiveRun, info: RunInfo, reason: 'retry' | 'shutdown'): void {
+    this.emit('released', { job: ref(run.job), reason, run: info })
+  }
+
+  /** @internal */
+  get timeoutMs(): number { return this.d.jobTimeoutMs }
+}
+
+class ActiveRun implements Run {
+  private readonly controller = new AbortController()
+  private readonly t0 = performance.now()
+  private readonly timer: NodeJS.Timeout
+  private lastWrite = 0
+  private lastPct = -1
+  state: RunState = 'running'
+
+  constructor(private readonly owner: JobLifecycle, readonly job: TypedJob, readonly attempt: number) {
+    const ms = owner.timeoutMs
+    this.timer = setTimeout(() => this.abort(new RunAborted('timeout', `job exceeded ${ms} ms`)), ms)
+  }
+
+  get signal(): AbortSignal { return this.controller.signal }
+  get ended(): boolean { return this.state !== 'running' }
+  get stopped(): boolean {
+    return this.ended || (this.signal.reason instanceof RunAborted && this.signal.reason.why !== 'timeout')
+  }
+
+  abort(reason: RunAborted): void {
+    if (!this.controller.signal.aborted) this.controller.abort(reason)
+  }
+
+  /** Ends the run (once) in `state`; returns its RunInfo, or null if it had ended already. */
+  end(state: Exclude<RunState, 'running'>, abortWith?: RunAborted): RunInfo | null {
+    if (this.state !== 'running') return null
+    this.state = state
+    clearTimeout(this.timer)
+    this.owner.runEnded(this)
+    if (abortWith) this.abort(abortWith)
+    return { attempt: this.attempt, ms: performance.now() - this.t0 }
+  }
+
+  progress(pct: number): Promise<void> {
+    if (this.ended) return Promise.resolve()
+    const p = Math.max(0, Math.min(99, Math.floor(pct)))
+    const now = Date.now()
+    if (p <= this.lastPct || now - this.lastWrite < PROGRESS_EVERY_MS) return Promise.resolve()
+    this.lastPct = p
+    this.lastWrite = now
+    return this.owner.runProgress(this, p)
+  }
+
+  complete(resultKey: string): Promise<boolean> {
+    const info = this.end('completed')
+    return info ? this.owner.runComplete(this, info, resultKey) : Promise.resolve(false)
+  }
+
+  fail(errorCode: ErrorCode, message: string, abort?: 'ended'): Promise<boolean> {
+    const info = this.end('failed', abort ? new RunAborted('ended', message) : undefined)
+    return info ? this.owner.runFail(this, info, errorCode, message) : Promise.resolve(false)
+  }
+
+  release(reason: 'retry' | 'shutdown'): void {
+    const info = this.end('released')
+    if (info) this.owner.runReleased(this, info, reason)
+  }
+}
+
+/** Settles a run whose signal was aborted: a timeout fails it (100500007), a shutdown releases it, a run
+ *  ended elsewhere (cancel / fail) is left as it is. */
+export async function settleAborted(run: Run): Promise<void> {
+  if (run.ended) return
+  const why = run.signal.reason instanceof RunAborted ? run.signal.reason : null
+  if (why?.why === 'timeout') await run.fail(100500007, why.message)
+  else if (why?.why === 'shutdown') run.release('shutdown')
+  else await run.fail(100500000, 'job aborted')
+}

@@ -1,0 +1,55 @@
+/**
+ * Job parameters: what a submission route stores with a job and its runner reads back, as TypeBox schemas
+ * shared by both sides. Routes build `PhotoParams` / `VideoParams` values; the lifecycle decodes a stored job
+ * (`decodeJob`) against the same schemas before a runner sees it, so runners read typed fields, no casts.
+ */
+import { Type, type Static } from 'typebox'
+import { Compile } from 'typebox/compile'
+import type { Job } from '../store/types.js'
+
+const Size = Type.Object({ width: Type.Integer({ minimum: 1 }), height: Type.Integer({ minimum: 1 }) })
+
+export const PhotoParams = Type.Object({
+  /** Engine output format (canonical: jpeg, png, ...). */
+  format: Type.String(),
+  /** The requested extension as given (normalised, no dot). */
+  ext: Type.String(),
+  exif: Type.Boolean(),
+  /** DPI to write (enhance-category models only), else null. */
+  dpi: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+  input: Type.Object({ format: Type.String(), ...Size.properties }),
+  output: Size,
+})
+export type PhotoParams = Static<typeof PhotoParams>
+
+export const VideoParams = Type.Object({
+  /** Output container (no dot). */
+  ext: Type.String(),
+  /** Target [width, height]. */
+  resolution: Type.Tuple([Type.Integer({ minimum: 1 }), Type.Integer({ minimum: 1 })]),
+  input: Type.Object({
+    format: Type.String(), width: Type.Integer(), height: Type.Integer(), rotation: Type.Integer(), fps: Type.Number(),
+    duration: Type.Number(), frames: Type.Integer(), codec: Type.String(),
+  }),
+})
+export type VideoParams = Static<typeof VideoParams>
+
+/** A new job as a route submits it: the kind decides the parameters' type. */
+export type JobSpec = { kind: 'photo'; params: PhotoParams } | { kind: 'video'; params: VideoParams }
+
+/** A stored job whose parameters have been checked against their kind's schema. */
+export type TypedJob = Omit<Job, 'kind' | 'params'> & JobSpec
+export type PhotoJob = Extract<TypedJob, { kind: 'photo' }>
+export type VideoJob = Extract<TypedJob, { kind: 'video' }>
+
+const checkPhoto = Compile(PhotoParams)
+const checkVideo = Compile(VideoParams)
+
+/** The job with typed parameters, or a message naming the first problem (a row this version cannot run). */
+export function decodeJob(job: Job): TypedJob | string {
+  const { kind, params } = job
+  if (kind === 'photo' && checkPhoto.Check(params)) return { ...job, kind, params }
+  if (kind === 'video' && checkVideo.Check(params)) return { ...job, kind, params }
+  const e = (kind === 'photo' ? checkPhoto : checkVideo).Errors(params)[0]
+  return `job parameters do not match the ${job.kind} schema: ${e ? `${e.instancePath || '/'} ${e.message}` : 'invalid'}`
+}

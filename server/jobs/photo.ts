@@ -1,0 +1,30 @@
+/** The photo job runner: original from storage -> engine (pool.enhance) -> result in storage -> completed. */
+import type { FastifyBaseLogger } from 'fastify'
+import { engineErrorCode } from '../errors.js'
+import { contentTypeFor, photoResultExt } from '../media/formats.js'
+import type { EnginePool } from '../engine/pool.js'
+import type { MediaStorage } from '../storage/types.js'
+import { settleAborted, type Run } from './lifecycle.js'
+import type { PhotoJob } from './params.js'
+
+export interface PhotoRunnerDeps {
+  storage: MediaStorage
+  /** The engine pool (a fake one in the runners' unit tests). */
+  pool: Pick<EnginePool, 'enhance'>
+  log: Pick<FastifyBaseLogger, 'info' | 'warn'>
+}
+
+export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<void> {
+  const { job } = run
+  const original = await d.storage.get(job.originalKey)
+  if (!original) return void await run.fail(engineErrorCode('storage'), 'original file is missing')
+  const p = job.params
+  const out = await d.pool.enhance(original.data, { model: job.model, format: p.format, exif: p.exif, dpi: p.dpi ?? undefined },
+    { signal: run.signal, onProgress: (pct) => void run.progress(pct) })
+  if (run.stopped || (!out.ok && run.signal.aborted)) return settleAborted(run)
+  if (!out.ok) return void await run.fail(engineErrorCode(out.error_code), out.message)
+  const ext = photoResultExt(p.format)
+  const key = `r/${job.id}.${ext}`
+  await d.storage.put(key, Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), contentTypeFor(ext))
+  if (await run.complete(key)) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height }, 'job completed')
+}

@@ -1,0 +1,34 @@
+/**
+ * The embedded cluster's wiring (server/cluster.ts), a no-op outside one. Primary: answers the children's
+ * requests (enqueue, remove, token leases, job metrics) and broadcasts its state and every job change.
+ * Child: tells the primary of the job changes it makes, drops kept answers of the changes it hears of, and
+ * (role all) takes the engine state from the primary's broadcast.
+ */
+import fp from 'fastify-plugin'
+import { ClusterHub } from '../cluster.js'
+
+export default fp(async (app) => {
+  const l = app.lucent
+  const { primary, childLink, viaPrimary } = l.role
+  if (primary) {
+    const { queue, localRate } = l.backends
+    const hub = new ClusterHub({
+      state: () => {
+        const q = queue.stats()
+        return { engine: l.engine, queue: { waiting: q.waiting, running: q.running, max: q.max }, worker: l.pool ? l.localWorker() : null }
+      },
+      enqueue: (jobId) => queue.enqueue(jobId, { force: true }),
+      remove: (jobId) => queue.remove(jobId),
+      rate: localRate ?? { grant: () => { throw new Error('rate limits are in Redis') } },
+      metrics: () => l.metrics.jobsText(),
+    })
+    l.jobs.onChange((jobId) => hub.jobChanged(jobId))
+    app.addHook('onReady', async () => hub.start())
+    app.addHook('onClose', async () => hub.stop())
+  }
+  if (childLink) {
+    l.jobs.onChange((jobId) => childLink.jobChanged(jobId))
+    childLink.onJobChanged((jobId) => l.status.changed(jobId))
+    if (viaPrimary) app.addHook('onReady', async () => childLink.onState((st) => { l.engine = st.engine }))
+  }
+}, { name: 'lucent-cluster' })

@@ -1,0 +1,21 @@
+/** The OpenAPI document generated from the route schemas (GET /docs/json) and its UI (GET /docs), public. */
+import fp from 'fastify-plugin'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+
+export default fp(async (app) => {
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/docs')) route.config = { ...(route.config ?? {}), public: true }
+  })
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Lucent media enhancement API', version: '0.1.0',
+        description: 'Asynchronous photo/video enhancement. Errors: {error_code, message, code, msg}; invalid or missing fields -> 100403000; queue full -> HTTP 503 + Retry-After with 100500007.',
+      },
+      components: { securitySchemes: { apikey: { type: 'apiKey', in: 'header', name: 'Apikey' } } },
+    },
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } })
+}, { name: 'lucent-docs' })

@@ -1,0 +1,69 @@
+/**
+ * Start and stop of the process. onReady: where this process runs jobs, the queue consumer (runner ->
+ * lifecycle), the engine load (for /healthz) and the registry heartbeat; where it owns the queue, crash
+ * recovery (CONVERTING jobs re-queued) and the hourly sweep of expired objects. onClose: an orderly stop
+ * (runs released, queue drained, engine threads, backends, store).
+ */
+import fp from 'fastify-plugin'
+import { RETENTION_MS } from '../context.js'
+import { makeRunner } from '../jobs/runner.js'
+
+export default fp(async (app) => {
+  const l = app.lucent
+  const { config } = l
+  const { store, storage, queue, registry } = l.backends
+  let sweepTimer: NodeJS.Timeout | undefined
+
+  app.addHook('onReady', async () => {
+    const pool = l.pool
+    if (pool) {
+      const shared = !!config.redisUrl
+      const runner = makeRunner({
+        jobs: l.jobs, storage, pool, log: app.log, video: config.video,
+        // BullMQ: a run that threw (storage/database hiccup) is retried with backoff until the last attempt
+        retry: shared ? (_e, attempt) => attempt < config.jobMaxAttempts : undefined,
+      })
+      queue.process(shared
+        ? async (jobId) => {
+          // stopping mid-job: hand the job back to the shared queue (another worker picks it up)
+          if (await runner(jobId) === 'released') throw new Error('worker stopped; job handed back')
+        }
+        : async (jobId) => { await runner(jobId) })
+      pool.init().then((r) => {
+        if (r.ok) l.engine = { state: 'ready', info: r.info, models: r.models }
+        else {
+          l.engine = { state: 'error', error: `${r.error_code}: ${r.message}` }
+          app.log.error({ engine: r }, 'engine failed to load')
+        }
+        registry?.beatNow().catch(() => {})
+      }, (e) => { l.engine = { state: 'error', error: String(e) } })
+      if (registry) {
+        await registry.register(() => {
+          const w = l.localWorker()
+          return { backend: w.backend, adapter: w.adapter, concurrency: w.concurrency, running: w.running }
+        })
+      }
+    }
+    if (!l.role.recovers) return
+    await l.jobs.recover()
+    const sweep = () => {
+      const before = Date.now() - RETENTION_MS
+      for (const p of ['u', 'o', 'r', 'tmp']) storage.sweep(p, before).catch(() => {})
+    }
+    sweep()
+    sweepTimer = setInterval(sweep, 3600_000).unref()
+  })
+
+  app.addHook('onClose', async () => {
+    l.closing = true
+    l.jobs.shutdown()
+    clearInterval(sweepTimer)
+    queue.pause()
+    await l.pool?.close().catch(() => {})
+    await queue.close()
+    await registry?.close()
+    await l.backends.close().catch(() => {})
+    await storage.close?.().catch(() => {})
+    await store.close()
+  })
+}, { name: 'lucent-lifecycle' })
