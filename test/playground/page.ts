@@ -1,7 +1,7 @@
 /**
  * The playground as served (server/playground.ts): caching, Content-Security-Policy derived from the storage's
  * links (local and S3), no inline code in the page, SRI of the assets, LUCENT_PLAYGROUND=0, an unbuilt page.
- * The page itself in a real browser: test/playground-browser.ts.
+ * The page itself in a real browser: test/playground/browser.ts.
  */
 import t from 'tap'
 import crypto from 'node:crypto'
