@@ -4,7 +4,8 @@
 //!   cargo run --release -p lucent-engine --example interp_eval -- [all|clips|video|speed|tiling|scenecut] [--quick]
 //!   cargo run --release -p lucent-engine --example interp_eval -- one WxH [--max-pixels N] [--runs N]   (child mode)
 //!
-//! - clips: still photos of ../shared/data/photos moved by known sub-pixel motion (pans, zooms,
+//! - clips: still photos of ../shared/data/photos (and two stills of the shared video) moved by
+//!   known sub-pixel motion (pans, zooms,
 //!   rendered with a Catmull-Rom sampler at positions k = 0, 0.5, 1, 1.5, 2); frames 0 and 2 are
 //!   interpolated at t = 0.25 / 0.5 / 0.75 and compared with the rendered k = 0.5 / 1 / 1.5.
 //! - video: ../shared/data/video/onepiece_demo.mp4 (decoded with ffmpeg) with every other frame
@@ -142,15 +143,20 @@ fn clips(r: &Rife) {
     println!("|---|---|---|---|---|---|");
     let (mut sr, mut sb, mut n) = (0.0, 0.0, 0);
     let mut per_motion: Vec<(String, f64, f64, usize)> = Vec::new();
+    // Two stills of the shared video too (animation: flat colours, hard outlines).
+    let (_, _, vframes) = decode_video(&data().join("video/onepiece_demo.mp4"));
+    let mut sources: Vec<(String, Raster)> = photos.iter().map(|p| (p.to_string(), load_rgb(p))).collect();
+    for k in [20usize, 136] {
+        sources.push((format!("video frame {k}"), vframes[k].clone()));
+    }
     for (mname, m) in motions {
         let (mut mr, mut mb, mut mn) = (0.0, 0.0, 0);
-        for p in photos {
-            let src = load_rgb(p);
+        for (p, src) in &sources {
             let (fw, fh) = (src.width * 7 / 8, src.height * 7 / 8);
             let f0 = render(&src, fw, fh, 0.0, m);
             let f2 = render(&src, fw, fh, 2.0, m);
             for (t, k) in [(0.25f32, 0.5f32), (0.5, 1.0), (0.75, 1.5)] {
-                let truth = render(&src, fw, fh, k, m);
+                let truth = render(src, fw, fh, k, m);
                 let out = r.interpolate(f0.as_ref(), f2.as_ref(), t, &Cancel::new()).unwrap();
                 let (a, b) = (psnr(&out, &truth), psnr(&blend(&f0, &f2, t), &truth));
                 println!("| {mname} | {p} ({fw}x{fh}) | {t} | {a:.2} | {b:.2} | {:+.2} |", a - b);
@@ -191,49 +197,123 @@ fn decode_video(path: &std::path::Path) -> (usize, usize, Vec<Raster>) {
     (w, h, frames)
 }
 
+/// Mean absolute difference of two frames, in 8-bit levels.
+fn mad(a: &Raster, b: &Raster) -> f64 {
+    px(a).iter().zip(px(b)).map(|(&x, &y)| (x as i32 - y as i32).unsigned_abs() as u64).sum::<u64>() as f64 / px(a).len() as f64
+}
+
+/// Frames closer than this (mean absolute difference, levels) show the same picture: the clip's
+/// re-encoded repeats differ by codec noise only (0.02..0.5 measured).
+const SAME_PICTURE: f64 = 0.6;
+
+#[derive(Default)]
+struct Acc {
+    n: usize,
+    rife: f64,
+    blend: f64,
+    mse_r: f64,
+    mse_b: f64,
+}
+
+impl Acc {
+    fn add(&mut self, out: &Raster, bl: &Raster, truth: &Raster) {
+        let mse = |a: &Raster| px(a).iter().zip(px(truth)).map(|(&p, &q)| (p as f64 - q as f64).powi(2)).sum::<f64>() / px(a).len() as f64;
+        self.n += 1;
+        self.rife += psnr(out, truth);
+        self.blend += psnr(bl, truth);
+        self.mse_r += mse(out);
+        self.mse_b += mse(bl);
+    }
+    fn row(&self, label: &str) {
+        if self.n == 0 {
+            println!("| {label} | 0 | - | - | - | - |");
+            return;
+        }
+        let n = self.n as f64;
+        let db = |m: f64| if m == 0.0 { 99.0 } else { 10.0 * (65025.0 / m).log10() };
+        println!(
+            "| {label} | {} | {:.2} | {:.2} | {:+.2} | {:.2} / {:.2} |",
+            self.n,
+            self.rife / n,
+            self.blend / n,
+            (self.rife - self.blend) / n,
+            db(self.mse_r / n),
+            db(self.mse_b / n)
+        );
+    }
+}
+
 fn video(r: &Rife, quick: bool) {
     let path = data().join("video/onepiece_demo.mp4");
     let (w, h, frames) = decode_video(&path);
     let step = if quick { 8 } else { 2 };
     println!("\n## Shared video, every other frame dropped ({} frames of {w}x{h}; t = 0.5{})\n", frames.len(), if quick { ", every 4th pair (--quick)" } else { "" });
     let sigs: Vec<FrameSignature> = frames.iter().map(|f| FrameSignature::of(f.as_ref()).unwrap()).collect();
-    let (mut sr, mut sb, mut n, mut cuts) = (0.0, 0.0, 0usize, Vec::new());
-    let (mut worst, mut best_gain) = ((0usize, f64::MAX, 0.0), f64::MIN);
+    let (mut stat, mut held, mut between, mut all) = (Acc::default(), Acc::default(), Acc::default(), Acc::default());
+    let mut cuts = Vec::new();
     let t0 = Instant::now();
     let mut i = 0;
     while i + 2 < frames.len() {
+        let (f0, truth, f2) = (&frames[i], &frames[i + 1], &frames[i + 2]);
         let d = sigs[i].distance(&sigs[i + 2]);
-        let out = r.interpolate(frames[i].as_ref(), frames[i + 2].as_ref(), 0.5, &Cancel::new()).unwrap();
-        let (a, b) = (psnr(&out, &frames[i + 1]), psnr(&blend(&frames[i], &frames[i + 2], 0.5), &frames[i + 1]));
+        let out = r.interpolate(f0.as_ref(), f2.as_ref(), 0.5, &Cancel::new()).unwrap();
+        let bl = blend(f0, f2, 0.5);
         if d >= DEFAULT_THRESHOLD {
-            cuts.push((i, d, a, b));
+            cuts.push((i, d, psnr(&out, truth), psnr(&bl, truth)));
         } else {
-            (sr, sb, n) = (sr + a, sb + b, n + 1);
-            if a < worst.1 {
-                worst = (i, a, b);
-            }
-            best_gain = best_gain.max(a - b);
+            all.add(&out, &bl, truth);
+            let acc = if mad(f0, f2) < SAME_PICTURE {
+                &mut stat
+            } else if mad(f0, truth) < SAME_PICTURE || mad(truth, f2) < SAME_PICTURE {
+                &mut held
+            } else {
+                &mut between
+            };
+            acc.add(&out, &bl, truth);
         }
         i += step;
     }
     let secs = t0.elapsed().as_secs_f64();
-    println!("| pairs | mean RIFE | mean blend | RIFE - blend | worst RIFE (pair, blend) | largest gain |");
+    println!("| pairs (scene cuts excluded) | n | mean RIFE | mean blend | RIFE - blend | PSNR of the mean MSE, RIFE / blend |");
     println!("|---|---|---|---|---|---|");
-    println!(
-        "| {n} (scene cuts excluded) | {:.2} | {:.2} | {:+.2} | {:.2} at {}-{} ({:.2}) | {:+.2} |",
-        sr / n as f64,
-        sb / n as f64,
-        (sr - sb) / n as f64,
-        worst.1,
-        worst.0,
-        worst.0 + 2,
-        worst.2,
-        best_gain
-    );
+    stat.row("static: frames 0 and 2 show the same picture");
+    held.row("held: the dropped frame repeats frame 0 or 2 (animation on twos)");
+    between.row("in-between: the dropped frame differs from both");
+    all.row("all");
     for (i, d, a, b) in cuts {
-        println!("scene cut between frames {i} and {} (distance {d:.3}): RIFE {a:.2} dB, blend {b:.2} dB (both meaningless: a server duplicates)", i + 2);
+        println!("scene cut between frames {i} and {} (distance {d:.3}): RIFE {a:.2} dB, blend {b:.2} dB (a server duplicates instead)", i + 2);
     }
-    println!("({:.1} s for {} interpolations, {:.2} s each on {w}x{h})", secs, n + 1, secs / (n + 1).max(1) as f64);
+    println!("({:.1} s for the interpolations, {:.2} s each on {w}x{h})", secs, secs / ((frames.len() - 1) / step).max(1) as f64);
+
+    // The clip's own drawings: repeats removed, every other drawing dropped.
+    let mut drawings: Vec<usize> = vec![0];
+    for k in 1..frames.len() {
+        if mad(&frames[*drawings.last().unwrap()], &frames[k]) >= SAME_PICTURE {
+            drawings.push(k);
+        }
+    }
+    let mut acc = Acc::default();
+    let mut rows = Vec::new();
+    for k in 0..drawings.len().saturating_sub(2) {
+        let (a, m, b) = (drawings[k], drawings[k + 1], drawings[k + 2]);
+        if sigs[a].distance(&sigs[b]) >= DEFAULT_THRESHOLD || sigs[a].distance(&sigs[m]) >= DEFAULT_THRESHOLD {
+            continue;
+        }
+        let t = (m - a) as f32 / (b - a) as f32;
+        let out = r.interpolate(frames[a].as_ref(), frames[b].as_ref(), t, &Cancel::new()).unwrap();
+        let bl = blend(&frames[a], &frames[b], t);
+        rows.push(format!("{a}-{m}-{b}: {:.2} / {:.2}", psnr(&out, &frames[m]), psnr(&bl, &frames[m])));
+        acc.add(&out, &bl, &frames[m]);
+    }
+    println!(
+        "\nThe clip's distinct pictures ({} of {} frames; repeats under {SAME_PICTURE} levels removed), every other one dropped, t from the frame numbers, triples across a scene cut skipped:\n",
+        drawings.len(),
+        frames.len()
+    );
+    println!("| triples | n | mean RIFE | mean blend | RIFE - blend | PSNR of the mean MSE, RIFE / blend |");
+    println!("|---|---|---|---|---|---|");
+    acc.row("distinct pictures");
+    println!("\nper triple (frames, RIFE / blend dB): {}", rows.join("; "));
 }
 
 fn vm_hwm_mb() -> f64 {
@@ -246,14 +326,15 @@ fn vm_hwm_mb() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Frames of w x h made from the video's frames 20 and 22 (bicubic scaled by ffmpeg).
+/// Frames of w x h made from the video's frames 110 and 112 (bicubic scaled by ffmpeg): a pair with large
+/// motion (mean difference 26 levels), no scene cut.
 fn scaled_pair(w: usize, h: usize) -> (Raster, Raster) {
     let path = data().join("video/onepiece_demo.mp4");
     let ffmpeg = std::env::var("LUCENT_FFMPEG").unwrap_or_else(|_| "ffmpeg".into());
     let o = std::process::Command::new(ffmpeg)
         .args(["-v", "error", "-i"])
         .arg(&path)
-        .args(["-vf", &format!("select='between(n,20,22)',scale={w}:{h}:flags=bicubic"), "-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .args(["-vf", &format!("select='between(n,110,112)',scale={w}:{h}:flags=bicubic"), "-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
         .output()
         .expect("ffmpeg");
     let f: Vec<Raster> = o.stdout.chunks_exact(w * h * 3).map(|c| Raster::from_u8(w, h, 3, c.to_vec()).unwrap()).collect();
@@ -321,7 +402,7 @@ fn tiling(quick: bool) {
         let maxd = a.iter().zip(b).map(|(&x, &y)| (x as i32 - y as i32).abs()).max().unwrap_or(0);
         let diff = a.chunks_exact(3).zip(b.chunks_exact(3)).filter(|(x, y)| x != y).count();
         println!(
-            "| {w}x{h} (video frames 20, 22 scaled) | max {} px, margin {} | {} | {:.2} | {maxd} | {:.2} % |",
+            "| {w}x{h} (video frames 110, 112 scaled) | max {} px, margin {} | {} | {:.2} | {maxd} | {:.2} % |",
             lim.max_pixels,
             lim.margin,
             r.plan(w, h).unwrap().len(),

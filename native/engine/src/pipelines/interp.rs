@@ -11,7 +11,8 @@
 //! `floor(v * 255 + 0.5)` clamped, cropped back; t = 0 and t = 1 return the frames themselves.
 //!
 //! Memory: one network run on a padded W x H costs about [`BYTES_PER_PIXEL_CPU`] bytes per pixel on
-//! the CPU backend (measured peak RSS growth, see README "Frame interpolation"). Frames whose padded
+//! the CPU backend plus ~0.15 GB of fixed cost (peak RSS, `interp_eval speed`: 0.53 GB at 1080p,
+//! 1.43 GB for a whole 4K frame, 0.63 GB for 4K in the default 6 tiles). Frames whose padded
 //! area exceeds [`InterpLimits::max_pixels`] (or, on a GPU, whose side exceeds what the device's
 //! largest storage binding allows for this network: `Backend::max_tile`) are cut into a grid of
 //! tiles; each tile runs with [`InterpLimits::margin`] pixels of real context on every inner side
@@ -29,11 +30,12 @@ pub const MODEL_STEM: &str = "interp/rife-v4.6/flownet";
 /// Every side the network sees is a multiple of this.
 pub const MULTIPLE: usize = 32;
 
-/// Peak memory of one CPU-backend run, bytes per padded input pixel (measured at 1080p and 4K).
-pub const BYTES_PER_PIXEL_CPU: usize = 200;
+/// Peak memory of one CPU-backend run, bytes per padded input pixel, on top of a ~0.15 GB fixed
+/// cost (measured: 474 MB more than the decoded frames at 1920x1088, 1234 MB at 3840x2176).
+pub const BYTES_PER_PIXEL_CPU: usize = 150;
 
 /// Default largest padded area of one network run: a whole 1080p frame (1920 x 1088) and a bit
-/// more, about 0.45 GB on the CPU backend; 4K frames run as tiles.
+/// more, about 0.5 GB on the CPU backend; 4K frames run as 6 tiles (1536 x 1344 padded).
 pub const DEFAULT_MAX_PIXELS: usize = 2_300_000;
 
 /// Default context kept around each tile's core on its inner sides.

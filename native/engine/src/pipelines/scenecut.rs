@@ -10,9 +10,10 @@
 //!
 //! Threshold [`DEFAULT_THRESHOLD`] = 0.25, from the measurements in README "Frame interpolation"
 //! (`cargo run --release -p lucent-engine --example interp_eval -- scenecut`): motion in the
-//! shared video peaks at 0.10 (even with every other frame dropped), 32 px pans and 10 % zooms of
-//! the shared photos at 640x480 at 0.16; its one real cut scores 0.41, and cuts between any two
-//! different shared photos 0.3 or more (two grayscale photos being the closest pair).
+//! shared video peaks at 0.106 (frames two apart), pans of up to 16,8 px and 5 % zooms of the
+//! shared photos at 0.213 (a 16,8 px pan of the 179x179 `0014.jpg`, i.e. 9 % of its width per
+//! frame); the video's one real cut scores 0.447, and cuts between any two different shared photos
+//! 0.307 or more (two grayscale photos being the closest pair).
 //! Misses: cuts between shots with the same colour layout (same set, same framing) and slow
 //! dissolves; it is per pair, so a flash frame reads as two cuts. Sampling keeps it cheap: at most
 //! about 0.5 M pixels are read per frame (every k-th pixel in x and y).
