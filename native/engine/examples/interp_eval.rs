@@ -53,16 +53,7 @@ fn load_rgb(name: &str) -> Raster {
     let p = data().join("photos").join(name);
     let b = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let r = image_to_raster(lucent_codec::decode(&b, &Default::default()).unwrap()).unwrap().0;
-    let src = r.as_ref();
-    let mut v = Vec::with_capacity(r.width * r.height * 3);
-    for y in 0..r.height {
-        for x in 0..r.width {
-            for c in src.rgb(x, y) {
-                v.push((c * 255.0 + 0.5) as u8);
-            }
-        }
-    }
-    Raster::from_u8(r.width, r.height, 3, v).unwrap()
+    interp::to_rgb8(r.as_ref()).unwrap()
 }
 
 fn px(r: &Raster) -> &[u8] {

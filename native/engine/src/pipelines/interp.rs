@@ -279,6 +279,19 @@ impl Rife {
     }
 }
 
+/// Any raster (gray or colour, alpha or not, 8 or 16 bit) as the 8-bit RGB the pipeline takes:
+/// gray replicated, alpha dropped, 16-bit rounded to 8.
+pub fn to_rgb8(r: RasterRef<'_>) -> Result<Raster> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(r.width * r.height * 3).map_err(|_| Error::new(Code::ImageTooLarge, "cannot allocate the RGB frame"))?;
+    for y in 0..r.height {
+        for x in 0..r.width {
+            v.extend(r.rgb(x, y).iter().map(|&c| to_u8(c)));
+        }
+    }
+    Raster::from_u8(r.width, r.height, 3, v)
+}
+
 /// `floor(v * 255 + 0.5)` clamped to 0..255 (NaN gives 0), as rife-ncnn-vulkan's postprocess.
 #[inline]
 fn to_u8(v: f32) -> u8 {
