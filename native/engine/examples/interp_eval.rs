@@ -14,6 +14,7 @@
 //! - speed: CPU backend frames per second at 540p and 1080p, and peak memory (VmHWM of a child
 //!   process per size; 4K runs as tiles with the default limits, and once whole for comparison).
 //! - tiling: the error tiling costs, tiled against whole-frame output on the same frames.
+//!
 //! PSNR: RGB, 8 bit, whole frame. Baseline: the plain blend (1 - t) f0 + t f1.
 //! Env: LUCENT_MODEL_DIR (else ../shared/models), LUCENT_ENGINE_THREADS, LUCENT_FFMPEG.
 use lucent_core::cpu::CpuBackend;
@@ -144,8 +145,8 @@ fn clips(r: &Rife) {
         let (mut mr, mut mb, mut mn) = (0.0, 0.0, 0);
         for (p, src) in &sources {
             let (fw, fh) = (src.width * 7 / 8, src.height * 7 / 8);
-            let f0 = render(&src, fw, fh, 0.0, m);
-            let f2 = render(&src, fw, fh, 2.0, m);
+            let f0 = render(src, fw, fh, 0.0, m);
+            let f2 = render(src, fw, fh, 2.0, m);
             for (t, k) in [(0.25f32, 0.5f32), (0.5, 1.0), (0.75, 1.5)] {
                 let truth = render(src, fw, fh, k, m);
                 let out = r.interpolate(f0.as_ref(), f2.as_ref(), t, &Cancel::new()).unwrap();

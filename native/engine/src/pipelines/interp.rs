@@ -162,8 +162,8 @@ fn region_tensor(px: &[u8], fw: usize, region: Rect, pw: usize, ph: usize) -> Te
     for y in 0..region.h {
         let row = &px[((region.y + y) * fw + region.x) * 3..][..region.w * 3];
         for (x, p) in row.chunks_exact(3).enumerate() {
-            for c in 0..3 {
-                t.data[c * plane + y * pw + x] = p[c] as f32 * (1.0 / 255.0);
+            for (c, &v) in p.iter().enumerate() {
+                t.data[c * plane + y * pw + x] = v as f32 * (1.0 / 255.0);
             }
         }
     }
