@@ -15,6 +15,7 @@
 //! - depthwise: a direct loop;
 //! - everything else: row-block im2col + GEMM (below).
 
+mod warp;
 mod winograd;
 
 use crate::backend::{Backend, BackendInfo, Cancel, Prepared};
@@ -330,6 +331,10 @@ impl CpuNet {
                 Ok((l.tops.iter().map(|_| x.clone()).collect(), None))
             }
             Op::Noop => single(get(l.bottoms[0])?.clone()),
+            Op::Warp if l.bottoms.len() == 2 => {
+                let (img, flow) = (get(l.bottoms[0])?.materialize()?, get(l.bottoms[1])?.materialize()?);
+                single(Val::T(Arc::new(self.pool.install(|| warp::forward(&img, &flow))?)))
+            }
             Op::Concat { axis } => {
                 let xs: Vec<&Val> = l.bottoms.iter().map(|&b| get(b)).collect::<Result<_>>()?;
                 let all3 = xs.iter().all(|v| v.chw().is_some());

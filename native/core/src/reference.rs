@@ -857,6 +857,55 @@ pub fn softmax(x: &Tensor, axis: i32) -> Result<Tensor> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// RIFE warp
+
+/// Checks a warp's operands: a 3-D image and a 3-D flow of 2 channels (x then y displacement, in
+/// pixels) with the image's height and width.
+pub fn check_warp_args(image: &Tensor, flow: &Tensor) -> Result<()> {
+    check_tensor(image)?;
+    check_tensor(flow)?;
+    if image.dims != 3 || flow.dims != 3 || flow.c != 2 || flow.h != image.h || flow.w != image.w || image.h == 0 || image.w == 0 {
+        bail!(Code::InvalidArgument, "Warp needs an image [w,h,c] and a flow [w,h,2] of the same size, got {} and {}", image.shape_string(), flow.shape_string());
+    }
+    Ok(())
+}
+
+/// Where one output pixel samples along one axis: the sample point `i + d` clamped to
+/// [0, n - 1], then (low tap, high tap, weight of the high tap).
+#[inline]
+pub fn warp_taps(i: usize, d: f32, n: usize) -> (usize, usize, f32) {
+    let last = (n - 1) as f32;
+    let s = (i as f32 + d).max(0.0).min(last);
+    let lo = s.floor();
+    let i0 = lo as usize;
+    (i0, (i0 + 1).min(n - 1), s - lo)
+}
+
+/// `rife.Warp`: bilinear backward warp. out(c, y, x) samples `image` channel c at
+/// (x + flow(0, y, x), y + flow(1, y, x)), the point clamped into the image first: this is
+/// PyTorch's `grid_sample(bilinear, padding_mode="border", align_corners=True)` on `grid = pixel
+/// + flow`, which RIFE's `warp()` uses, and what rife-ncnn-vulkan's Vulkan `Warp` computes (it
+/// clamps both taps instead of the point: equal values, but its weights can leave [0, 1] far
+/// outside the image, which costs float precision there; clamping the point does not).
+pub fn warp(image: &Tensor, flow: &Tensor) -> Result<Tensor> {
+    check_warp_args(image, flow)?;
+    let (h, w) = (image.h, image.w);
+    let mut out = Tensor::zeros(image.c, h, w);
+    for y in 0..h {
+        for x in 0..w {
+            let (x0, x1, a) = warp_taps(x, flow.at(0, y, x), w);
+            let (y0, y1, b) = warp_taps(y, flow.at(1, y, x), h);
+            for c in 0..image.c {
+                let top = image.at(c, y0, x0) * (1.0 - a) + image.at(c, y0, x1) * a;
+                let bot = image.at(c, y1, x0) * (1.0 - a) + image.at(c, y1, x1) * a;
+                out.data[(c * h + y) * w + x] = top * (1.0 - b) + bot * b;
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
 // layers and graphs
 
 fn one<'a>(layer: &Layer, xs: &[&'a Tensor]) -> Result<&'a Tensor> {
@@ -903,6 +952,12 @@ pub fn forward_layer(layer: &Layer, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
         Op::Flatten => flatten(one(layer, xs)?),
         Op::Softmax { axis } => softmax(one(layer, xs)?, *axis)?,
         Op::Noop => one(layer, xs)?.clone(),
+        Op::Warp => {
+            if xs.len() != 2 {
+                bail!(Code::ModelInvalid, "Warp {} needs an image and a flow", layer.name);
+            }
+            warp(xs[0], xs[1])?
+        }
         Op::Custom { kind, .. } => bail!(Code::ModelInvalid, "layer {}: custom layer type '{kind}' is not implemented", layer.name),
     };
     if layer.tops.len() != 1 {

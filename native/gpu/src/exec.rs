@@ -1021,6 +1021,13 @@ impl Prep {
                         let pipe = ctx.pipeline(&pk("pool"), || kernels::pool(f16))?;
                         rec.ew(pipe, vec![x, out], &p, n)?;
                     }
+                    Op::Warp => {
+                        let (os, p, n) = crate::warp::plan(ins[0], ins[1], lname)?;
+                        let (img, flow) = (rec.buf_of(step.bottoms[0]), rec.buf_of(step.bottoms[1]));
+                        let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
+                        let pipe = ctx.pipeline(&pk("warp"), || crate::warp::shader(f16))?;
+                        rec.ew(pipe, vec![img, flow, out], &p, n)?;
+                    }
                     Op::Custom { kind, .. } => {
                         bail!(Code::ModelInvalid, "layer {lname}: custom layer '{kind}' is not supported by the GPU backend")
                     }

@@ -13,6 +13,7 @@
 
 mod exec;
 pub mod kernels;
+mod warp;
 
 use kernels::ConvCfg;
 use lucent_core::error::{Code, Error, Result};

@@ -46,7 +46,7 @@ fn device_errors_become_codes() {
 
     // An unknown custom layer fails with model_invalid at run time.
     let mut b = NetBuilder::new();
-    b.input("in").layer("rife.Warp", &["in"], &["out"], "");
+    b.input("in").layer("acme.Unknown", &["in"], &["out"], "");
     let cnet = Arc::new(b.build());
     let cp = be.prepare(cnet.clone()).unwrap();
     let e = cp.run(&[(0, &small)], &[cnet.blob("out").unwrap()], &Cancel::new()).unwrap_err();

@@ -251,7 +251,11 @@ pub enum Op {
     Flatten,
     Softmax { axis: i32 },
     Noop,
-    /// A layer type this engine does not implement itself (e.g. `rife.Warp`); a backend either
+    /// RIFE's `rife.Warp` (inputs: image C x H x W, flow 2 x H x W): bilinear backward warp,
+    /// out(c, y, x) = image(c, y + flow_y, x + flow_x) with the sample point clamped to the image
+    /// (border padding). See [`crate::reference::warp`].
+    Warp,
+    /// A layer type this engine does not implement itself (none known today); a backend either
     /// knows it by name or fails with `model_invalid` at run time.
     Custom { kind: String, params: ParamDict },
 }
@@ -564,6 +568,12 @@ fn build_op(spec: &LayerSpec, r: &mut WeightReader) -> Result<Op> {
         "Flatten" => Op::Flatten,
         "Softmax" => Op::Softmax { axis: pd.get_int(0, 0) },
         "Noop" | "Dropout" => Op::Noop,
+        "rife.Warp" => {
+            if spec.bottoms.len() != 2 || spec.tops.len() != 1 {
+                bail!(Code::ModelInvalid, "layer {n}: rife.Warp takes an image and a flow and gives one blob");
+            }
+            Op::Warp
+        }
         other if other.contains('.') => Op::Custom { kind: other.to_string(), params: pd.clone() },
         other => bail!(Code::ModelInvalid, "layer {n}: layer type '{other}' is not supported"),
     })
