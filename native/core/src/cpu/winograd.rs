@@ -3,20 +3,25 @@
 //!
 //! Per block of up to [`CHUNK`] tiles along one tile row:
 //! 1. input transform V = B^T d B of each 6x6 input patch, laid out `V[pos][ic][tile]`;
-//! 2. 36 GEMMs `M[pos] (oc x tiles) = U[pos] (oc x ic) * V[pos] (ic x tiles)` (the `gemm` crate),
-//!    where U = G g G^T are the transformed weights, packed once at prepare time as `U[pos][oc][ic]`;
+//! 2. 36 GEMMs `M[pos] (oc x tiles) = U[pos] (oc x ic) * V[pos] (ic x tiles)` ([`super::wgemm`]),
+//!    where U = G g G^T are the transformed weights, packed once at prepare time in the
+//!    micro-kernel's order for the backend's ISA;
 //! 3. inverse transform Y = A^T M A of each tile, written to the output, then the fused epilogue.
 //!
-//! The transforms run along the tile axis (contiguous), so they vectorise; they are compiled twice,
-//! plainly and with AVX2+FMA, and the latter is picked at run time when the CPU has it.
+//! The tile count of a block is padded to the ISA's vector width (`tp`; the pad tiles read the pad
+//! value and their results are dropped), so every loop runs on whole vectors. The transforms run
+//! along the tile axis (contiguous), so they vectorise; they are compiled once per ISA level
+//! (plain, AVX2+FMA, AVX-512F) and the backend's level picks one.
 //! Matrices (Lavin & Gray, points 0, +-1, +-2, inf). In f32 the error relative to direct
 //! convolution is ~1e-6 of the output scale for these networks (see the tests below).
 
-use super::{epilogue_row, Epilogue, SendPtr};
+use super::epilogue::RowOps;
+use super::isa::Isa;
+use super::wgemm::{self, Layout};
+use super::SendPtr;
 use crate::ncnn::model::Conv;
 use crate::reference::ConvGeometry;
 use crate::tensor::Tensor;
-use gemm::Parallelism;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -25,11 +30,14 @@ const POS: usize = 36;
 /// faster than 32 (fewer, larger GEMM calls) on Zen 3.
 const CHUNK: usize = 64;
 
-/// Transformed weights, `U[pos][oc][ic]`.
+/// Transformed weights, packed by [`wgemm::pack_a`] for `isa`: per position, `ocp x ic`.
 pub struct Packed {
     u: Vec<f32>,
     ic: usize,
     oc: usize,
+    /// `oc` rounded up to the micro-kernel's row block.
+    ocp: usize,
+    isa: Isa,
 }
 
 /// Whether a conv can (and should) run as Winograd F(4x4, 3x3).
@@ -45,7 +53,7 @@ pub fn applies(c: &Conv) -> bool {
         && c.num_output >= 8
 }
 
-pub fn pack(c: &Conv) -> Packed {
+pub fn pack(c: &Conv, isa: Isa) -> Packed {
     const G: [[f64; 3]; 6] = [
         [1.0 / 4.0, 0.0, 0.0],
         [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
@@ -74,85 +82,96 @@ pub fn pack(c: &Conv) -> Packed {
             }
         }
     }
-    Packed { u, ic, oc }
+    let l = Layout::of(isa);
+    Packed { u: wgemm::pack_a(&u, POS, oc, ic, l), ic, oc, ocp: l.rows_padded(oc), isa }
 }
 
 thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Tiles per block along a tile row: [`CHUNK`] (or `LUCENT_CPU_WINO_CHUNK`, for measurements), cut
+/// down so that there are at least 4 blocks per thread when the map is small, never below one
+/// vector of tiles; rounded to whole vectors so only a row's last block carries pad tiles.
+fn chunk_tiles(tw: usize, th: usize, lanes: usize) -> usize {
+    use std::sync::OnceLock;
+    static CH: OnceLock<usize> = OnceLock::new();
+    let base = *CH.get_or_init(|| std::env::var("LUCENT_CPU_WINO_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&v| v > 0).unwrap_or(CHUNK));
+    let threads = rayon::current_num_threads().max(1);
+    let mut chunk = base.min(tw);
+    while chunk > lanes && th * tw.div_ceil(chunk) < 4 * threads {
+        chunk = (chunk / 2).max(lanes);
+    }
+    if chunk < tw {
+        chunk = chunk.div_ceil(lanes) * lanes;
+    }
+    chunk.min(tw).max(1)
+}
+
 /// Run the conv: `planes` are the input channels (h x w each), `out` is num_output x out_h x out_w.
 #[allow(clippy::too_many_arguments)]
-pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ep: &Epilogue) {
-    let (ic, oc) = (p.ic, p.oc);
+pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+    let (ic, oc, ocp) = (p.ic, p.oc, p.ocp);
     let (oh, ow) = (g.out_h, g.out_w);
     let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
-    // Fixed-size chunks (the last one shorter): the GEMM's tile dimension stays a multiple of the
-    // micro-kernel's 16 rows for all but the last chunk of a row (measured ~15% better than balanced).
-    let chunk = CHUNK.min(tw);
+    let l = Layout::of(p.isa);
+    let chunk = chunk_tiles(tw, th, l.lanes);
     let nchunks = tw.div_ceil(chunk);
     let dst = SendPtr(out.data.as_mut_ptr());
     let geo = Geo { w, h, pl: g.pad_left, pt: g.pad_top, pv: c.pad_value };
-    let bias = c.bias.as_deref();
+    let isa = p.isa;
     (0..th * nchunks).into_par_iter().for_each(|bi| {
         let dst = dst;
         let tr = bi / nchunks;
         let k0 = (bi % nchunks) * chunk;
         let k1 = (k0 + chunk).min(tw);
         let t = k1 - k0;
+        let tp = l.tiles_padded(t);
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            let rows_len = 6 * 4 * (t + 1);
-            let need = rows_len + 56 * t + POS * ic * t + POS * oc * t;
+            let rows_len = 6 * 4 * (tp + 1);
+            let need = rows_len + 56 * tp + POS * ic * tp + POS * ocp * tp;
             if s.len() < need {
                 s.resize(need, 0.0);
             }
             let (rows, rest) = s.split_at_mut(rows_len);
-            let (hbuf, rest) = rest.split_at_mut(56 * t);
-            let (v, rest) = rest.split_at_mut(POS * ic * t);
-            let m = &mut rest[..POS * oc * t];
+            let (hbuf, rest) = rest.split_at_mut(56 * tp);
+            let (v, rest) = rest.split_at_mut(POS * ic * tp);
+            let m = &mut rest[..POS * ocp * tp];
             for (i, plane) in planes.iter().enumerate() {
-                gather_rows(plane, &geo, tr, k0, t, rows);
-                input_transform(rows, hbuf, v, i, ic, t);
+                gather_rows(isa, plane, &geo, tr, k0, tp, rows);
+                input_transform(isa, rows, hbuf, v, i, ic, tp);
             }
-            for pos in 0..POS {
-                unsafe {
-                    gemm::gemm(
-                        oc,
-                        t,
-                        ic,
-                        m.as_mut_ptr().add(pos * oc * t),
-                        1,
-                        t as isize,
-                        false,
-                        p.u.as_ptr().add(pos * oc * ic),
-                        1,
-                        ic as isize,
-                        v.as_ptr().add(pos * ic * t),
-                        1,
-                        t as isize,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        Parallelism::None,
-                    );
-                }
-            }
+            let batch = wgemm::Batch {
+                npos: POS,
+                rows: ocp,
+                k: ic,
+                tp,
+                a: p.u.as_ptr(),
+                a_stride: ocp * ic,
+                b: v.as_ptr(),
+                b_stride: ic * tp,
+                ldb: tp,
+                c: m.as_mut_ptr(),
+                c_stride: ocp * tp,
+                ldc: tp,
+            };
+            // SAFETY: u holds POS packed ocp x ic panels, v POS ic x tp, m POS ocp x tp; the
+            // backend only pins an ISA the CPU supports, and `pack` used the same one.
+            unsafe { wgemm::run(isa, &batch) };
             let oy0 = tr * 4;
             let rows_out = (oh - oy0).min(4);
             let ox0 = k0 * 4;
             let cols = (ow - ox0).min(4 * t);
             for o in 0..oc {
-                let (work, ybuf) = hbuf.split_at_mut(40 * t);
-                output_transform(m, o, oc, t, work, ybuf);
-                let b = bias.map(|b| b[o]).unwrap_or(0.0);
-                let sl = ep.slope.as_ref().map(|s| if s.len() == 1 { s[0] } else { s[o] });
+                let (work, ybuf) = hbuf.split_at_mut(40 * tp);
+                output_transform(isa, m, o, ocp, tp, work, ybuf);
                 for r in 0..rows_out {
-                    let seg = unsafe { std::slice::from_raw_parts_mut(dst.0.add((o * oh + oy0 + r) * ow + ox0), cols) };
-                    seg.copy_from_slice(&ybuf[r * 4 * t..r * 4 * t + cols]);
-                    epilogue_row(seg, b, ep.act, sl);
+                    let off = (oy0 + r) * ow + ox0;
+                    // SAFETY: blocks write disjoint (rows, cols) ranges of each output plane.
+                    let seg = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * oh * ow + off), cols) };
+                    seg.copy_from_slice(&ybuf[r * 4 * tp..r * 4 * tp + cols]);
+                    ops.apply(o, off, seg);
                 }
             }
         });
@@ -169,7 +188,7 @@ struct Geo {
 
 /// The 6 input rows of tile row `tr`, tiles [k0, k0 + t), de-interleaved by phase:
 /// `rows[(r * 4 + l) * (t + 1) + k] = in[4 tr + r - pt][4 (k0 + k) + l - pl]` (pad value outside).
-fn gather_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+fn gather_rows(isa: Isa, plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
     let n = t + 1;
     for r in 0..6 {
         let iy = (tr * 4 + r) as isize - geo.pt as isize;
@@ -185,10 +204,7 @@ fn gather_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &
             let x = x0 + 4 * k as isize;
             x >= 0 && x + 4 <= geo.w as isize
         };
-        #[cfg(target_arch = "x86_64")]
-        let simd = has_avx2_fma();
-        #[cfg(not(target_arch = "x86_64"))]
-        let simd = false;
+        let simd = isa >= Isa::Avx2;
         let mut k = 0;
         while k < n {
             let x = x0 + 4 * k as isize;
@@ -243,35 +259,26 @@ unsafe fn deinterleave8_avx2(src: *const f32, dst: *mut f32, n: usize) {
     _mm256_storeu_ps(dst.add(3 * n), p3);
 }
 
-fn input_transform(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA (checked above).
-            unsafe { input_transform_avx2(rows, hbuf, v, i, ic, t) };
-            return;
-        }
+fn input_transform(isa: Isa, rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
+    match isa {
+        // SAFETY: the backend only pins levels the CPU supports.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { input_transform_avx512(rows, hbuf, v, i, ic, t) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { input_transform_avx2(rows, hbuf, v, i, ic, t) },
+        _ => input_transform_body(rows, hbuf, v, i, ic, t),
     }
-    input_transform_body(rows, hbuf, v, i, ic, t)
 }
 
-fn output_transform(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA (checked above).
-            unsafe { output_transform_avx2(m, o, oc, t, work, y) };
-            return;
-        }
+fn output_transform(isa: Isa, m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
+    match isa {
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { output_transform_avx512(m, o, oc, t, work, y) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { output_transform_avx2(m, o, oc, t, work, y) },
+        _ => output_transform_body(m, o, oc, t, work, y),
     }
-    output_transform_body(m, o, oc, t, work, y)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -283,6 +290,18 @@ unsafe fn input_transform_avx2(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i:
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn output_transform_avx2(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
+    output_transform_body(m, o, oc, t, work, y)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn input_transform_avx512(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
+    input_transform_body(rows, hbuf, v, i, ic, t)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn output_transform_avx512(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
     output_transform_body(m, o, oc, t, work, y)
 }
 
@@ -440,15 +459,17 @@ mod tests {
             let x = Tensor::from_vec(ic, h, w, (0..ic * h * w).map(|_| lcg(&mut seed)).collect());
             let want = reference::conv(&c, &x).unwrap();
             let g = reference::conv_geometry(&c, w, h).unwrap();
-            let p = pack(&c);
-            let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
-            let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
-            let ep = Epilogue { act: Activation::None, slope: None };
-            forward(&c, &p, &planes, w, h, g, &mut got, &ep);
-            assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w));
-            let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-            let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
-            assert!(err < 1e-5, "ic {ic} oc {oc} {w}x{h} pad {pad}: rel err {err:e}");
+            for isa in Isa::ALL.into_iter().filter(|i| i.supported()) {
+                let p = pack(&c, isa);
+                let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
+                let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
+                let ops = RowOps { isa, bias: c.bias.as_deref(), act: Activation::None, slope: None, residual: &[], plane: g.out_h * g.out_w };
+                forward(&c, &p, &planes, w, h, g, &mut got, &ops);
+                assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w));
+                let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
+                assert!(err < 1e-5, "{isa}: ic {ic} oc {oc} {w}x{h} pad {pad}: rel err {err:e}");
+            }
         }
     }
 }
