@@ -22,6 +22,7 @@ pub mod isa;
 mod simd;
 pub mod wgemm;
 mod winograd;
+mod wtransform;
 
 use crate::backend::{Backend, BackendInfo, Cancel, Prepared};
 use crate::bail;
@@ -31,6 +32,7 @@ use crate::reference;
 use crate::tensor::Tensor;
 use conv::{ConvAlgo, PackedDeconv, SendPtr};
 use epilogue::Residual;
+pub use calibrate::ConvPolicy;
 pub use isa::Isa;
 use std::sync::Arc;
 
@@ -38,6 +40,7 @@ pub struct CpuBackend {
     threads: usize,
     pool: Arc<rayon::ThreadPool>,
     isa: Isa,
+    policy: ConvPolicy,
 }
 
 impl CpuBackend {
@@ -52,7 +55,13 @@ impl CpuBackend {
             .build()
             .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .expect("cannot start even a one-thread pool");
-        CpuBackend { threads: n, pool: Arc::new(pool), isa: Isa::detected() }
+        CpuBackend { threads: n, pool: Arc::new(pool), isa: Isa::detected(), policy: ConvPolicy::from_env() }
+    }
+
+    /// The same backend with another Winograd / im2col policy (default: `LUCENT_CPU_WINOGRAD`, else
+    /// measured per layer).
+    pub fn with_policy(self, policy: ConvPolicy) -> Self {
+        CpuBackend { policy, ..self }
     }
 
     /// A backend whose hot loops use `isa` (for tests and comparisons); `InvalidArgument` when this CPU
@@ -75,7 +84,7 @@ impl CpuBackend {
 
     /// Prepare without the trait object (for tests and benches).
     pub fn prepare_net(&self, net: Arc<Net>) -> Result<CpuNet> {
-        CpuNet::new(net, self.pool.clone(), self.isa)
+        CpuNet::new(net, self.pool.clone(), self.isa, self.policy)
     }
 }
 
@@ -188,7 +197,7 @@ fn follower(l: &Layer, cur: usize, producer: &[usize], li: usize, oc: usize, fir
 }
 
 impl CpuNet {
-    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa) -> Result<Self> {
+    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy) -> Result<Self> {
         let nl = net.layers.len();
         let nb = net.blob_names.len();
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nb];
@@ -212,7 +221,7 @@ impl CpuNet {
             match &l.op {
                 Op::Conv(c) => {
                     validate_conv(l, c)?;
-                    choice = Some(pool.install(|| calibrate::choose(c, isa)));
+                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy)));
                     if l.tops.len() == 1 {
                         let mut cur = l.tops[0];
                         while readers[cur].len() == 1 {
@@ -237,6 +246,22 @@ impl CpuNet {
         }
         let last_use = reference::last_uses(&net);
         Ok(CpuNet { net, pool, isa, fusion, deconv, algo, last_use })
+    }
+
+    /// Layers that can run inside a conv's epilogue (planned at prepare time; at run time a
+    /// requested intermediate blob keeps its followers out).
+    pub fn fusable_followers(&self) -> usize {
+        self.fusion.iter().map(|f| f.followers.len()).sum()
+    }
+
+    /// The algorithm picked for each conv layer, by layer name: true for Winograd.
+    pub fn conv_algorithms(&self) -> Vec<(String, bool)> {
+        self.net
+            .layers
+            .iter()
+            .zip(&self.algo)
+            .filter_map(|(l, a)| a.as_ref().map(|a| (l.name.clone(), matches!(a, ConvAlgo::Winograd(_)))))
+            .collect()
     }
 
     fn run_inner(&self, inputs: &[(usize, &Tensor)], outputs: &[usize], cancel: &Cancel) -> Result<Vec<Tensor>> {

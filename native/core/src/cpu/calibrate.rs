@@ -8,7 +8,8 @@
 //! 0.1-0.5 s for RealESRGAN_x4plus (6 shapes), well under 0.1 s for realesr-general-x4v3 (2 shapes) on
 //! 2 Zen 3 cores. [`log`] lists what was measured.
 //!
-//! `LUCENT_CPU_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies without measuring.
+//! `LUCENT_CPU_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies without measuring
+//! ([`ConvPolicy`]; `CpuBackend::with_policy` sets it per backend).
 
 use super::conv::{conv_forward, ConvAlgo};
 use super::isa::Isa;
@@ -55,30 +56,37 @@ pub fn log() -> Vec<Measured> {
     v
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Off,
-    Always,
+/// How a backend picks the algorithm of its Winograd-capable convs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvPolicy {
+    /// By measured cost (the default).
     Measure,
+    /// Winograd wherever it applies.
+    Winograd,
+    /// im2col + GEMM everywhere.
+    Im2col,
 }
 
-fn mode() -> Mode {
-    match std::env::var("LUCENT_CPU_WINOGRAD").as_deref() {
-        Ok("0") => Mode::Off,
-        Ok("1") => Mode::Always,
-        _ => Mode::Measure,
+impl ConvPolicy {
+    /// `LUCENT_CPU_WINOGRAD`: `0` im2col, `1` Winograd, unset (or anything else) measure.
+    pub fn from_env() -> ConvPolicy {
+        match std::env::var("LUCENT_CPU_WINOGRAD").as_deref() {
+            Ok("0") => ConvPolicy::Im2col,
+            Ok("1") => ConvPolicy::Winograd,
+            _ => ConvPolicy::Measure,
+        }
     }
 }
 
 /// The algorithm for `c` (called inside the backend's pool, so the timing sees its threads).
-pub fn choose(c: &Conv, isa: Isa) -> ConvAlgo {
+pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy) -> ConvAlgo {
     if !winograd::applies(c) {
         return ConvAlgo::Im2col;
     }
-    let wino = match mode() {
-        Mode::Off => false,
-        Mode::Always => true,
-        Mode::Measure => measure(c.num_input, c.num_output, isa).winograd(),
+    let wino = match policy {
+        ConvPolicy::Im2col => false,
+        ConvPolicy::Winograd => true,
+        ConvPolicy::Measure => measure(c.num_input, c.num_output, isa).winograd(),
     };
     if wino {
         ConvAlgo::Winograd(winograd::pack(c, isa))

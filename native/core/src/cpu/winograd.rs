@@ -17,7 +17,8 @@
 
 use super::epilogue::RowOps;
 use super::isa::Isa;
-use super::wgemm::{self, Layout};
+use super::wgemm::{self, Layout, Path};
+use super::wtransform::{input_transform, output_transform};
 use super::SendPtr;
 use crate::ncnn::model::Conv;
 use crate::reference::ConvGeometry;
@@ -37,7 +38,7 @@ pub struct Packed {
     oc: usize,
     /// `oc` rounded up to the micro-kernel's row block.
     ocp: usize,
-    isa: Isa,
+    path: Path,
 }
 
 /// Whether a conv can (and should) run as Winograd F(4x4, 3x3).
@@ -54,6 +55,11 @@ pub fn applies(c: &Conv) -> bool {
 }
 
 pub fn pack(c: &Conv, isa: Isa) -> Packed {
+    pack_for(c, Path::of(isa))
+}
+
+/// [`pack`] for a given kernel path (tests use [`Path::Portable16`]).
+pub fn pack_for(c: &Conv, path: Path) -> Packed {
     const G: [[f64; 3]; 6] = [
         [1.0 / 4.0, 0.0, 0.0],
         [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
@@ -82,8 +88,8 @@ pub fn pack(c: &Conv, isa: Isa) -> Packed {
             }
         }
     }
-    let l = Layout::of(isa);
-    Packed { u: wgemm::pack_a(&u, POS, oc, ic, l), ic, oc, ocp: l.rows_padded(oc), isa }
+    let l = Layout::of(path);
+    Packed { u: wgemm::pack_a(&u, POS, oc, ic, l), ic, oc, ocp: l.rows_padded(oc), path }
 }
 
 thread_local! {
@@ -114,12 +120,12 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
     let (ic, oc, ocp) = (p.ic, p.oc, p.ocp);
     let (oh, ow) = (g.out_h, g.out_w);
     let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
-    let l = Layout::of(p.isa);
+    let l = Layout::of(p.path);
     let chunk = chunk_tiles(tw, th, l.lanes);
     let nchunks = tw.div_ceil(chunk);
     let dst = SendPtr(out.data.as_mut_ptr());
     let geo = Geo { w, h, pl: g.pad_left, pt: g.pad_top, pv: c.pad_value };
-    let isa = p.isa;
+    let path = p.path;
     (0..th * nchunks).into_par_iter().for_each(|bi| {
         let dst = dst;
         let tr = bi / nchunks;
@@ -130,17 +136,21 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
             let rows_len = 6 * 4 * (tp + 1);
-            let need = rows_len + 56 * tp + POS * ic * tp + POS * ocp * tp;
+            let need = rows_len + 16 * tp + POS * ic * tp + POS * ocp * tp;
             if s.len() < need {
                 s.resize(need, 0.0);
             }
             let (rows, rest) = s.split_at_mut(rows_len);
-            let (hbuf, rest) = rest.split_at_mut(56 * tp);
+            let (ybuf, rest) = rest.split_at_mut(16 * tp);
             let (v, rest) = rest.split_at_mut(POS * ic * tp);
             let m = &mut rest[..POS * ocp * tp];
             for (i, plane) in planes.iter().enumerate() {
-                gather_rows(isa, plane, &geo, tr, k0, tp, rows);
-                input_transform(isa, rows, hbuf, v, i, ic, tp);
+                if let Some(next) = planes.get(i + 1) {
+                    prefetch_rows(next, &geo, tr, k0, t);
+                }
+                gather_rows(path.isa(), plane, &geo, tr, k0, tp, rows);
+                // SAFETY: rows holds 24 (tp + 1) floats, v 36 ic tp; the path's ISA is supported.
+                unsafe { input_transform(path, rows.as_ptr(), v.as_mut_ptr(), i, ic, tp) };
             }
             let batch = wgemm::Batch {
                 npos: POS,
@@ -158,14 +168,14 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
             };
             // SAFETY: u holds POS packed ocp x ic panels, v POS ic x tp, m POS ocp x tp; the
             // backend only pins an ISA the CPU supports, and `pack` used the same one.
-            unsafe { wgemm::run(isa, &batch) };
+            unsafe { wgemm::run(path, &batch) };
             let oy0 = tr * 4;
             let rows_out = (oh - oy0).min(4);
             let ox0 = k0 * 4;
             let cols = (ow - ox0).min(4 * t);
             for o in 0..oc {
-                let (work, ybuf) = hbuf.split_at_mut(40 * tp);
-                output_transform(isa, m, o, ocp, tp, work, ybuf);
+                // SAFETY: m holds 36 ocp tp floats, ybuf 16 tp.
+                unsafe { output_transform(path, m.as_ptr(), o, ocp, tp, ybuf.as_mut_ptr()) };
                 for r in 0..rows_out {
                     let off = (oy0 + r) * ow + ox0;
                     // SAFETY: blocks write disjoint (rows, cols) ranges of each output plane.
@@ -176,6 +186,32 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
             }
         });
     });
+}
+
+/// Ask for the input rows the next channel's gather will read (they come from L3 or memory: one
+/// plane per channel, so the hardware prefetcher cannot see the jump; measured ~10% of a dense
+/// block's time on Zen 3 went to these misses before).
+#[inline]
+fn prefetch_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let x0 = (k0 * 4).saturating_sub(geo.pl).min(geo.w);
+        let x1 = (k0 * 4 + 4 * t + 2).saturating_sub(geo.pl).min(geo.w);
+        for r in 0..6 {
+            let iy = (tr * 4 + r) as isize - geo.pt as isize;
+            if iy < 0 || iy >= geo.h as isize || x1 <= x0 {
+                continue;
+            }
+            let row = &plane[iy as usize * geo.w + x0..iy as usize * geo.w + x1];
+            for x in (0..row.len()).step_by(16).chain(std::iter::once(row.len() - 1)) {
+                // SAFETY: a prefetch of an in-bounds address has no effect on memory.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().add(x) as *const i8) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (plane, geo, tr, k0, t);
 }
 
 struct Geo {
@@ -189,7 +225,38 @@ struct Geo {
 /// The 6 input rows of tile row `tr`, tiles [k0, k0 + t), de-interleaved by phase:
 /// `rows[(r * 4 + l) * (t + 1) + k] = in[4 tr + r - pt][4 (k0 + k) + l - pl]` (pad value outside).
 fn gather_rows(isa: Isa, plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    match isa {
+        // SAFETY: the backend only pins levels the CPU supports.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { gather_rows_avx512(plane, geo, tr, k0, t, rows) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { gather_rows_avx2(plane, geo, tr, k0, t, rows) },
+        _ => gather_rows_body::<false>(plane, geo, tr, k0, t, rows),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gather_rows_avx2(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    gather_rows_body::<true>(plane, geo, tr, k0, t, rows)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gather_rows_avx512(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    gather_rows_body::<true>(plane, geo, tr, k0, t, rows)
+}
+
+/// `AVX2`: use the AVX2 de-interleave (only instantiated inside `avx2`-enabled functions).
+#[inline(always)]
+fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
     let n = t + 1;
+    let x0 = (k0 * 4) as isize - geo.pl as isize;
+    // Tiles [lo, hi) have their whole 4-wide group inside the row.
+    let lo = if x0 < 0 { ((-x0) as usize).div_ceil(4) } else { 0 }.min(n);
+    let hi = ((geo.w as isize - x0).max(0) as usize / 4).clamp(lo, n);
+    // Tiles [out, n) lie wholly right of the row (pad tiles of the last block among them).
+    let out = ((geo.w as isize - x0).max(0) as usize).div_ceil(4).clamp(hi, n);
     for r in 0..6 {
         let iy = (tr * 4 + r) as isize - geo.pt as isize;
         let dst = &mut rows[r * 4 * n..(r + 1) * 4 * n];
@@ -198,36 +265,37 @@ fn gather_rows(isa: Isa, plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usiz
             continue;
         }
         let src = &plane[iy as usize * geo.w..(iy as usize + 1) * geo.w];
-        let x0 = (k0 * 4) as isize - geo.pl as isize;
-        // k range whose whole 4-wide group is inside the row
-        let inside = |k: usize| {
+        let edge = |dst: &mut [f32], k: usize| {
             let x = x0 + 4 * k as isize;
-            x >= 0 && x + 4 <= geo.w as isize
-        };
-        let simd = isa >= Isa::Avx2;
-        let mut k = 0;
-        while k < n {
-            let x = x0 + 4 * k as isize;
-            #[cfg(target_arch = "x86_64")]
-            if simd && k + 8 <= n && inside(k) && inside(k + 7) {
-                // 8 tiles (32 floats) at once.
-                // SAFETY: AVX2 is present; src[x..x + 32] is in bounds (inside(k + 7)), and
-                // dst[l * n + k..+8] for l < 4 is in bounds since k + 8 <= n.
-                unsafe { deinterleave8_avx2(src[x as usize..x as usize + 32].as_ptr(), dst.as_mut_ptr().add(k), n) };
-                k += 8;
-                continue;
+            for l in 0..4 {
+                let xi = x + l as isize;
+                dst[l * n + k] = if xi >= 0 && xi < geo.w as isize { src[xi as usize] } else { geo.pv };
             }
-            let _ = simd;
-            if inside(k) {
-                let s = &src[x as usize..x as usize + 4];
-                for l in 0..4 {
-                    dst[l * n + k] = s[l];
-                }
-            } else {
-                for l in 0..4 {
-                    let xi = x + l as isize;
-                    dst[l * n + k] = if xi >= 0 && xi < geo.w as isize { src[xi as usize] } else { geo.pv };
-                }
+        };
+        for k in (0..lo).chain(hi..out) {
+            edge(dst, k);
+        }
+        if out < n {
+            for l in 0..4 {
+                dst[l * n + out..(l + 1) * n].fill(geo.pv);
+            }
+        }
+        let mut k = lo;
+        #[cfg(target_arch = "x86_64")]
+        if AVX2 {
+            while k + 8 <= hi {
+                let x = (x0 + 4 * k as isize) as usize;
+                // SAFETY: the caller enabled AVX2; src[x..x + 32] is inside the row (k + 7 < hi),
+                // and dst[l * n + k..+8] for l < 4 is in bounds since k + 8 <= n.
+                unsafe { deinterleave8_avx2(src[x..x + 32].as_ptr(), dst.as_mut_ptr().add(k), n) };
+                k += 8;
+            }
+        }
+        while k < hi {
+            let x = (x0 + 4 * k as isize) as usize;
+            let s = &src[x..x + 4];
+            for l in 0..4 {
+                dst[l * n + k] = s[l];
             }
             k += 1;
         }
@@ -237,6 +305,7 @@ fn gather_rows(isa: Isa, plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usiz
 /// `dst[l * n + j] = src[4 j + l]` for l in 0..4, j in 0..8.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[inline]
 unsafe fn deinterleave8_avx2(src: *const f32, dst: *mut f32, n: usize) {
     use std::arch::x86_64::*;
     let a = _mm256_loadu_ps(src);
@@ -257,153 +326,6 @@ unsafe fn deinterleave8_avx2(src: *const f32, dst: *mut f32, n: usize) {
     _mm256_storeu_ps(dst.add(n), p1);
     _mm256_storeu_ps(dst.add(2 * n), p2);
     _mm256_storeu_ps(dst.add(3 * n), p3);
-}
-
-fn input_transform(isa: Isa, rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    match isa {
-        // SAFETY: the backend only pins levels the CPU supports.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { input_transform_avx512(rows, hbuf, v, i, ic, t) },
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { input_transform_avx2(rows, hbuf, v, i, ic, t) },
-        _ => input_transform_body(rows, hbuf, v, i, ic, t),
-    }
-}
-
-fn output_transform(isa: Isa, m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    match isa {
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { output_transform_avx512(m, o, oc, t, work, y) },
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { output_transform_avx2(m, o, oc, t, work, y) },
-        _ => output_transform_body(m, o, oc, t, work, y),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn input_transform_avx2(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    input_transform_body(rows, hbuf, v, i, ic, t)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn output_transform_avx2(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    output_transform_body(m, o, oc, t, work, y)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn input_transform_avx512(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    input_transform_body(rows, hbuf, v, i, ic, t)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn output_transform_avx512(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    output_transform_body(m, o, oc, t, work, y)
-}
-
-/// B^T applied to six inputs (one column or row of a 6x6 patch), element-wise over tiles.
-#[inline(always)]
-fn bt6(d: [&[f32]; 6], out: [&mut [f32]; 6], t: usize) {
-    let [o0, o1, o2, o3, o4, o5] = out;
-    let (d0, d1, d2, d3, d4, d5) = (&d[0][..t], &d[1][..t], &d[2][..t], &d[3][..t], &d[4][..t], &d[5][..t]);
-    let (o0, o1, o2, o3, o4, o5) = (&mut o0[..t], &mut o1[..t], &mut o2[..t], &mut o3[..t], &mut o4[..t], &mut o5[..t]);
-    for k in 0..t {
-        let (a0, a1, a2, a3, a4, a5) = (d0[k], d1[k], d2[k], d3[k], d4[k], d5[k]);
-        o0[k] = 4.0 * a0 - 5.0 * a2 + a4;
-        o1[k] = -4.0 * (a1 + a2) + (a3 + a4);
-        o2[k] = 4.0 * (a1 - a2) + (a4 - a3);
-        o3[k] = 2.0 * (a3 - a1) + (a4 - a2);
-        o4[k] = 2.0 * (a1 - a3) + (a4 - a2);
-        o5[k] = 4.0 * a1 - 5.0 * a3 + a5;
-    }
-}
-
-/// V[pos][i][k] for channel `i` from its de-interleaved rows.
-#[inline(always)]
-fn input_transform_body(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    let n = t + 1;
-    // Horizontal pass on each of the 6 rows: the patch column l of tile k is phase l % 4 at k + l / 4.
-    for r in 0..6 {
-        let ph = |l: usize| &rows[(r * 4 + l % 4) * n + l / 4..];
-        let (h0, rest) = hbuf[r * 6 * t..(r + 1) * 6 * t].split_at_mut(t);
-        let (h1, rest) = rest.split_at_mut(t);
-        let (h2, rest) = rest.split_at_mut(t);
-        let (h3, rest) = rest.split_at_mut(t);
-        let (h4, h5) = rest.split_at_mut(t);
-        bt6([ph(0), ph(1), ph(2), ph(3), ph(4), ph(5)], [h0, h1, h2, h3, h4, h5], t);
-    }
-    // Vertical pass for each column j: V[(r' * 6 + j)][i][k].
-    for j in 0..6 {
-        let src = |r: usize| &hbuf[(r * 6 + j) * t..(r * 6 + j + 1) * t];
-        let d = [src(0), src(1), src(2), src(3), src(4), src(5)];
-        // Six destinations, pos = r' * 6 + j, each a distinct slice of v.
-        let base = |rp: usize| ((rp * 6 + j) * ic + i) * t;
-        let mut outs: [&mut [f32]; 6] = Default::default();
-        let mut rest: &mut [f32] = v;
-        let mut taken = 0;
-        for (rp, slot) in outs.iter_mut().enumerate() {
-            let start = base(rp) - taken;
-            let tmp = std::mem::take(&mut rest);
-            let (_, tail) = tmp.split_at_mut(start);
-            let (s, tail) = tail.split_at_mut(t);
-            *slot = s;
-            rest = tail;
-            taken = base(rp) + t;
-        }
-        bt6(d, outs, t);
-    }
-}
-
-/// A^T applied to six values, element-wise over tiles: four outputs.
-#[inline(always)]
-fn at6(d: [&[f32]; 6], out: [&mut [f32]; 4], t: usize) {
-    let [o0, o1, o2, o3] = out;
-    let (d0, d1, d2, d3, d4, d5) = (&d[0][..t], &d[1][..t], &d[2][..t], &d[3][..t], &d[4][..t], &d[5][..t]);
-    let (o0, o1, o2, o3) = (&mut o0[..t], &mut o1[..t], &mut o2[..t], &mut o3[..t]);
-    for k in 0..t {
-        let (a0, a1, a2, a3, a4, a5) = (d0[k], d1[k], d2[k], d3[k], d4[k], d5[k]);
-        let (p12, m12, p34, m34) = (a1 + a2, a1 - a2, a3 + a4, a3 - a4);
-        o0[k] = a0 + p12 + p34;
-        o1[k] = m12 + 2.0 * m34;
-        o2[k] = p12 + 4.0 * p34;
-        o3[k] = m12 + 8.0 * m34 + a5;
-    }
-}
-
-/// Output rows of channel `o` for the block, interleaved: `y[r * 4t + 4k + q]`, r, q in 0..4.
-/// `work` holds 40 t floats.
-#[inline(always)]
-fn output_transform_body(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    let (cols, s) = work[..40 * t].split_at_mut(24 * t);
-    // Vertical pass for each patch column j: cols[j][r][k] = sum_i AT[r][i] M[i * 6 + j][o][k].
-    for j in 0..6 {
-        let src = |i: usize| &m[((i * 6 + j) * oc + o) * t..((i * 6 + j) * oc + o + 1) * t];
-        let (c0, rest) = cols[j * 4 * t..(j + 1) * 4 * t].split_at_mut(t);
-        let (c1, rest) = rest.split_at_mut(t);
-        let (c2, c3) = rest.split_at_mut(t);
-        at6([src(0), src(1), src(2), src(3), src(4), src(5)], [c0, c1, c2, c3], t);
-    }
-    // Horizontal pass for each output row r: s[q][k] = sum_j AT[q][j] cols[j][r][k], then interleave.
-    for r in 0..4 {
-        let src = |j: usize| &cols[(j * 4 + r) * t..(j * 4 + r + 1) * t];
-        {
-            let (s0, rest) = s.split_at_mut(t);
-            let (s1, rest) = rest.split_at_mut(t);
-            let (s2, s3) = rest.split_at_mut(t);
-            at6([src(0), src(1), src(2), src(3), src(4), src(5)], [s0, s1, s2, &mut s3[..t]], t);
-        }
-        let row = &mut y[r * 4 * t..(r + 1) * 4 * t];
-        for (k, d) in row.chunks_exact_mut(4).enumerate() {
-            d[0] = s[k];
-            d[1] = s[t + k];
-            d[2] = s[2 * t + k];
-            d[3] = s[3 * t + k];
-        }
-    }
 }
 
 #[cfg(test)]
@@ -459,8 +381,13 @@ mod tests {
             let x = Tensor::from_vec(ic, h, w, (0..ic * h * w).map(|_| lcg(&mut seed)).collect());
             let want = reference::conv(&c, &x).unwrap();
             let g = reference::conv_geometry(&c, w, h).unwrap();
-            for isa in Isa::ALL.into_iter().filter(|i| i.supported()) {
-                let p = pack(&c, isa);
+            for path in [Path::Scalar, Path::Avx2, Path::Avx512, Path::Portable16] {
+                if let Some(why) = path.isa().unsupported_reason() {
+                    eprintln!("winograd {path:?}: SKIPPED: {why}");
+                    continue;
+                }
+                let isa = path.isa();
+                let p = pack_for(&c, path);
                 let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
                 let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
                 let ops = RowOps { isa, bias: c.bias.as_deref(), act: Activation::None, slope: None, residual: &[], plane: g.out_h * g.out_w };
@@ -468,7 +395,7 @@ mod tests {
                 assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w));
                 let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
                 let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
-                assert!(err < 1e-5, "{isa}: ic {ic} oc {oc} {w}x{h} pad {pad}: rel err {err:e}");
+                assert!(err < 1e-5, "{path:?}: ic {ic} oc {oc} {w}x{h} pad {pad}: rel err {err:e}");
             }
         }
     }
