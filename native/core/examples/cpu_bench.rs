@@ -67,7 +67,27 @@ fn main() {
     let serve = args.iter().any(|a| a == "--serve");
     let net = Arc::new(Net::load_stem(&models.join(&stem)).expect("load model"));
     let be = CpuBackend::new(threads);
+    let t_prep = Instant::now();
     let prepared = be.prepare(net.clone()).expect("prepare");
+    let prep_ms = t_prep.elapsed().as_secs_f64() * 1e3;
+    // What the per-layer Winograd / im2col calibration measured (and what it cost), on stderr.
+    let cal = lucent_core::cpu::calibrate::log();
+    let cal_ms: f64 = cal.iter().map(|m| m.cost_ms).sum();
+    for m in &cal {
+        eprintln!(
+            "calibration {}x{} -> {}: winograd {:.2} ms, im2col {:.2} ms on {px}x{px} ({} threads, {}), took {:.0} ms",
+            m.ic,
+            m.oc,
+            if m.winograd() { "winograd" } else { "im2col" },
+            m.winograd_ms,
+            m.im2col_ms,
+            m.threads,
+            m.isa,
+            m.cost_ms,
+            px = lucent_core::cpu::calibrate::CALIBRATION_PX
+        );
+    }
+    eprintln!("prepare {prep_ms:.0} ms (calibration {cal_ms:.0} ms of it), isa {}", be.isa());
     let inb = net.input_blobs()[0];
     let outb = net.output_blobs()[0];
     let mut seed = 12345u64;
@@ -95,7 +115,7 @@ fn main() {
     }
     if serve {
         let stdout = std::io::stdout();
-        writeln!(stdout.lock(), "ready {gflop:.3} {} {} {}", out.c, out.h, out.w).ok();
+        writeln!(stdout.lock(), "ready {gflop:.3} {} {} {} {} {cal_ms:.0}", out.c, out.h, out.w, be.isa()).ok();
         for line in std::io::stdin().lock().lines() {
             let line = line.unwrap_or_default();
             match line.trim() {
