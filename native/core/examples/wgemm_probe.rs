@@ -4,7 +4,7 @@
 //! 16, 24 and 64 tiles. Alternates the two, keeps the best of several rounds.
 //!
 //! `cargo run --release -p lucent-core --example wgemm_probe [-- --isa avx2]`
-use lucent_core::cpu::wgemm::{self, Batch, Layout};
+use lucent_core::cpu::wgemm::{self, Batch, Layout, Path, Seg};
 use lucent_core::cpu::Isa;
 use std::time::Instant;
 
@@ -12,7 +12,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let isa = args.iter().position(|a| a == "--isa").and_then(|i| args.get(i + 1)).and_then(|s| Isa::parse(s)).unwrap_or_else(Isa::detected);
     assert!(isa.supported(), "{isa} not supported here");
-    let l = Layout::of(isa);
+    let l = Layout::of(Path::of(isa));
     println!("isa {isa}, micro-kernel {}x{} (lanes {})", l.mr, l.nv * l.lanes, l.lanes);
     const POS: usize = 36;
     for &(ic, oc) in &[(64usize, 64usize), (64, 32), (128, 32), (192, 32), (192, 64)] {
@@ -24,6 +24,7 @@ fn main() {
             let mut m = vec![0.0f32; POS * ocp * tp];
             let flop = 2.0 * (POS * oc * ic * t) as f64;
             let reps = (3e9 / flop) as usize + 1;
+            let seg = [Seg { ptr: v.as_ptr(), k: ic, pos_stride: ic * tp }];
             let ours = |m: &mut [f32]| {
                 let b = Batch {
                     npos: POS,
@@ -32,14 +33,13 @@ fn main() {
                     tp,
                     a: a.as_ptr(),
                     a_stride: ocp * ic,
-                    b: v.as_ptr(),
-                    b_stride: ic * tp,
+                    b: &seg,
                     ldb: tp,
                     c: m.as_mut_ptr(),
                     c_stride: ocp * tp,
                     ldc: tp,
                 };
-                unsafe { wgemm::run(isa, &b) };
+                unsafe { wgemm::run(Path::of(isa), &b) };
             };
             let crate_gemm = |m: &mut [f32]| {
                 for pos in 0..POS {

@@ -141,7 +141,67 @@ impl Val {
             Val::Cat(p) => p.iter().flat_map(|t| (0..t.c).map(move |c| t.channel(c))).collect(),
         }
     }
+    /// The tensors this value is made of, in channel order.
+    fn parts(&self) -> Vec<&Arc<Tensor>> {
+        match self {
+            Val::T(t) => vec![t],
+            Val::Cat(p) => p.iter().collect(),
+        }
+    }
 }
+
+/// Which Winograd input transforms to keep (dense blocks): for each conv layer that runs on
+/// Winograd, the source blob of each part of its input and whether that source is read by another
+/// Winograd conv too (then its transform is kept until its last such reader has run).
+#[derive(Default)]
+struct KeepPlan {
+    parts: Vec<Vec<(usize, bool)>>,
+    /// For a source blob: the last Winograd conv reading it.
+    last_reader: Vec<Option<usize>>,
+}
+
+impl KeepPlan {
+    fn new(net: &Net, algo: &[Option<ConvAlgo>]) -> KeepPlan {
+        let nb = net.blob_names.len();
+        // The source blobs each blob's value is made of (Split/Noop pass the tensor on, channel
+        // Concats of 3-D parts stay lazy: see Val::Cat).
+        let mut src: Vec<Vec<usize>> = (0..nb).map(|b| vec![b]).collect();
+        for l in &net.layers {
+            match &l.op {
+                Op::Split | Op::Noop if !l.bottoms.is_empty() => {
+                    for &t in &l.tops {
+                        src[t] = src[l.bottoms[0]].clone();
+                    }
+                }
+                Op::Concat { axis: 0 | -3 } if l.tops.len() == 1 => {
+                    src[l.tops[0]] = l.bottoms.iter().flat_map(|&b| src[b].clone()).collect();
+                }
+                _ => {}
+            }
+        }
+        let wino = |li: usize| matches!(algo[li], Some(ConvAlgo::Winograd(_)));
+        let mut readers = vec![0usize; nb];
+        let mut last_reader = vec![None; nb];
+        for (li, l) in net.layers.iter().enumerate() {
+            if wino(li) {
+                for &s in &src[l.bottoms[0]] {
+                    readers[s] += 1;
+                    last_reader[s] = Some(li);
+                }
+            }
+        }
+        let parts = net
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(li, l)| if wino(li) { src[l.bottoms[0]].iter().map(|&s| (s, readers[s] >= 2)).collect() } else { Vec::new() })
+            .collect();
+        KeepPlan { parts, last_reader }
+    }
+}
+
+/// Kept Winograd input transforms during one run, by source blob.
+type Kept = std::collections::HashMap<usize, Arc<winograd::TransformedInput>>;
 
 /// A layer that may run inside a conv's epilogue (see the module doc).
 #[derive(Clone, Debug)]
@@ -167,6 +227,10 @@ pub struct CpuNet {
     fusion: Vec<Fusion>,
     deconv: Vec<Option<PackedDeconv>>,
     algo: Vec<Option<ConvAlgo>>,
+    keep: KeepPlan,
+    /// Buffers of dropped kept transforms, reused by the next ones (runs of one net are serial
+    /// per call but the net may be shared: hence the lock).
+    spare: std::sync::Mutex<Vec<Vec<f32>>>,
     last_use: Vec<Option<usize>>,
 }
 
@@ -245,13 +309,23 @@ impl CpuNet {
             deconv.push(packed);
         }
         let last_use = reference::last_uses(&net);
-        Ok(CpuNet { net, pool, isa, fusion, deconv, algo, last_use })
+        // LUCENT_CPU_KEEP_TRANSFORMS=0: transform every conv's whole input afresh (for comparisons).
+        let keep = if std::env::var("LUCENT_CPU_KEEP_TRANSFORMS").as_deref() == Ok("0") { KeepPlan::default() } else { KeepPlan::new(&net, &algo) };
+        Ok(CpuNet { net, pool, isa, fusion, deconv, algo, keep, spare: Default::default(), last_use })
     }
 
     /// Layers that can run inside a conv's epilogue (planned at prepare time; at run time a
     /// requested intermediate blob keeps its followers out).
     pub fn fusable_followers(&self) -> usize {
         self.fusion.iter().map(|f| f.followers.len()).sum()
+    }
+
+    /// Blobs whose Winograd input transform is kept for a later conv (dense blocks).
+    pub fn kept_transform_sources(&self) -> usize {
+        let mut s: Vec<usize> = self.keep.parts.iter().flatten().filter(|p| p.1).map(|p| p.0).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
     }
 
     /// The algorithm picked for each conv layer, by layer name: true for Winograd.
@@ -287,6 +361,7 @@ impl CpuNet {
             }
         }
         let mut skip = vec![false; net.layers.len()];
+        let mut kept = Kept::new();
         let profile = std::env::var_os("LUCENT_CPU_PROFILE").is_some();
         let mut prof: std::collections::BTreeMap<String, f64> = Default::default();
         for (li, l) in net.layers.iter().enumerate() {
@@ -295,7 +370,17 @@ impl CpuNet {
             }
             cancel.check()?;
             let t0 = std::time::Instant::now();
-            let res = self.forward(li, l, &vals, &requested);
+            let res = self.forward(li, l, &vals, &requested, &mut kept);
+            if !kept.is_empty() {
+                let done: Vec<usize> = kept.keys().copied().filter(|&s| self.keep.last_reader.get(s).copied().flatten().is_none_or(|r| r <= li)).collect();
+                for s in done {
+                    if let Some(Ok(tv)) = kept.remove(&s).map(Arc::try_unwrap) {
+                        if let Ok(mut spare) = self.spare.lock() {
+                            spare.push(tv.into_buffer());
+                        }
+                    }
+                }
+            }
             if profile {
                 *prof.entry(l.kind.clone()).or_default() += t0.elapsed().as_secs_f64();
             }
@@ -325,6 +410,10 @@ impl CpuNet {
                 self.release(&mut vals, b, li, &requested);
             }
         }
+        // Kept transforms' buffers are reused within a run only (they are big: ~2.3x a map).
+        if let Ok(mut spare) = self.spare.lock() {
+            spare.clear();
+        }
         cancel.check()?;
         if profile {
             eprintln!("lucent cpu profile (s): {prof:?}");
@@ -350,7 +439,7 @@ impl CpuNet {
 
     /// Returns the layer's output values, and the index of the last fused follower (whose top they
     /// fill; see [`Fusion`]).
-    fn forward(&self, li: usize, l: &Layer, vals: &[Option<Val>], requested: &[bool]) -> Result<(Vec<Val>, Option<usize>)> {
+    fn forward(&self, li: usize, l: &Layer, vals: &[Option<Val>], requested: &[bool], kept: &mut Kept) -> Result<(Vec<Val>, Option<usize>)> {
         let get = |b: usize| -> Result<&Val> {
             vals[b].as_ref().ok_or_else(|| Error::new(Code::InvalidArgument, format!("blob '{}' is not available", self.net.blob_names[b])))
         };
@@ -397,7 +486,9 @@ impl CpuNet {
                 }
                 let residual: Vec<Residual> = others.iter().map(|(keep, add, t)| Residual { keep: *keep, add: *add, other: &t.data }).collect();
                 let algo = self.algo[li].as_ref().expect("conv algorithm");
-                let out = self.pool.install(|| conv::conv_forward(c, algo, self.isa, x, slope, &residual))?;
+                let kept_parts = self.kept_parts(li, c, algo, x, kept);
+                let kept_refs: Vec<Option<&winograd::TransformedInput>> = kept_parts.iter().map(|k| k.as_deref()).collect();
+                let out = self.pool.install(|| conv::conv_forward(c, algo, self.isa, x, slope, &residual, &kept_refs))?;
                 let v = Val::T(Arc::new(out));
                 match last {
                     Some(j) => Ok((vec![v], Some(j))),
@@ -446,6 +537,38 @@ impl CpuNet {
                 Ok((outs.into_iter().map(|t| Val::T(Arc::new(t))).collect(), None))
             }
         }
+    }
+}
+
+impl CpuNet {
+    /// For a Winograd conv: the kept input transform of each part of `x` that a later Winograd conv
+    /// reads too (made now if missing), or an empty list when nothing is kept for this layer.
+    fn kept_parts(&self, li: usize, c: &Conv, algo: &ConvAlgo, x: &Val, kept: &mut Kept) -> Vec<Option<Arc<winograd::TransformedInput>>> {
+        let Some(plan) = self.keep.parts.get(li) else { return Vec::new() };
+        let ConvAlgo::Winograd(p) = algo else { return Vec::new() };
+        let parts = x.parts();
+        if plan.len() != parts.len() || !plan.iter().any(|&(_, k)| k) {
+            return Vec::new();
+        }
+        let Some((_, h, w)) = x.chw() else { return Vec::new() };
+        let Ok(g) = reference::conv_geometry(c, w, h) else { return Vec::new() };
+        let key = self.pool.install(|| winograd::InputKey::new(c, p, w, h, g));
+        plan.iter()
+            .zip(parts)
+            .map(|(&(src, keep), t)| {
+                if !keep {
+                    return None;
+                }
+                if let Some(tv) = kept.get(&src).filter(|tv| tv.key() == key) {
+                    return Some(tv.clone());
+                }
+                let planes: Vec<&[f32]> = (0..t.c).map(|i| t.channel(i)).collect();
+                let buf = self.spare.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
+                let tv = Arc::new(self.pool.install(|| winograd::transform_input(key, &planes, buf)));
+                kept.insert(src, tv.clone());
+                Some(tv)
+            })
+            .collect()
     }
 }
 

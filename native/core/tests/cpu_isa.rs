@@ -194,3 +194,51 @@ fn fused_residual_with_requested_intermediate() {
         }
     }
 }
+
+/// An RRDB dense block at widths where Winograd applies (16 + 8k channels in, 8 out, then 40 -> 16
+/// and the residual `x + 0.2 y`): the transforms of x, x1, x2 are kept and reused by the later convs;
+/// on every ISA level this machine has, against the reference.
+#[test]
+fn dense_block_keeps_transforms() {
+    let (mut r, seed) = Rng::from_env_or_time();
+    let (c, g) = (16, 8);
+    let mut bin = Bin::default();
+    let mut lines = vec!["Input in 0 1 data".to_string(), "Split sp 1 5 data d0 d1 d2 d3 d4".to_string()];
+    let mut conv = |lines: &mut Vec<String>, name: &str, input: &str, out: &str, cin: usize, cout: usize, act: &str| {
+        lines.push(format!("Convolution {name} 1 1 {input} {out} 0={cout} 1=3 4=1 5=1 6={}{act}", cout * cin * 9));
+        bin.tagged(&r.vec(cout * cin * 9));
+        bin.raw(&r.vec(cout));
+    };
+    let lrelu = " 9=2 -23310=1,2.000000e-01";
+    conv(&mut lines, "c1", "d0", "x1", c, g, lrelu);
+    lines.push("Split s1 1 3 x1 x1a x1b x1c".into());
+    lines.push("Concat k1 2 1 d1 x1a k1".into());
+    conv(&mut lines, "c2", "k1", "x2", c + g, g, lrelu);
+    lines.push("Split s2 1 2 x2 x2a x2b".into());
+    lines.push("Concat k2 3 1 d2 x1b x2a k2".into());
+    conv(&mut lines, "c3", "k2", "x3", c + 2 * g, g, lrelu);
+    lines.push("Concat k3 4 1 d3 x1c x2b x3 k3".into());
+    conv(&mut lines, "c4", "k3", "y", c + 3 * g, c, "");
+    lines.push("Eltwise res 2 1 y d4 out 0=1 -23301=2,2.000000e-01,1.000000e+00".into());
+    let n = Arc::new(net(&lines, &bin));
+    let x = r.tensor(c, 37, 29);
+    let (inb, outb) = (n.blob("data").unwrap(), n.blob("out").unwrap());
+    let want = reference::run_net(&n, &[(inb, x.clone())], &[outb]).unwrap();
+    for isa in Isa::ALL {
+        if let Some(why) = isa.unsupported_reason() {
+            println!("SKIPPED {}: {why}", isa.name());
+            continue;
+        }
+        for threads in [1, 2] {
+            let be = CpuBackend::with_isa(Some(threads), isa).unwrap().with_policy(ConvPolicy::Winograd);
+            let p = be.prepare_net(n.clone()).unwrap();
+            // data (read by c1..c4), x1 (c2..c4), x2 (c3, c4)
+            assert_eq!(p.kept_transform_sources(), 3);
+            for _ in 0..2 {
+                let got = p.run(&[(inb, &x)], &[outb], &Cancel::new()).unwrap();
+                let e = rel_err(&got[0], &want[0]);
+                assert!(e <= TOL, "seed {seed}: {} ({threads} threads): error {e:e}", isa.name());
+            }
+        }
+    }
+}

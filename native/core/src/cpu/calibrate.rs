@@ -136,7 +136,7 @@ pub fn measure(ic: usize, oc: usize, isa: Isa) -> Measured {
     for round in 0..4 {
         for (i, a) in algos.iter().enumerate() {
             let t = Instant::now();
-            let out = conv_forward(&c, a, isa, &x, None, &[]);
+            let out = conv_forward(&c, a, isa, &x, None, &[], &[]);
             let ms = t.elapsed().as_secs_f64() * 1e3;
             debug_assert!(out.is_ok());
             if round > 0 {

@@ -91,7 +91,10 @@ fn im2col_rows(c: &Conv, planes: &[&[f32]], w: usize, h: usize, pl: usize, pt: u
 
 /// Run a conv on `x` with its epilogue: bias, the conv's activation, `slope` (a fused PReLU/ReLU),
 /// then `residual` (fused Eltwise/BinaryOp sums; each `other` must have the output's shape).
-pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<&[f32]>, residual: &[Residual]) -> Result<Tensor> {
+/// `kept`, when it has one entry per part of `x`, gives kept Winograd input transforms of parts
+/// (used when their geometry matches this conv's).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<&[f32]>, residual: &[Residual], kept: &[Option<&winograd::TransformedInput>]) -> Result<Tensor> {
     let (cin, h, w) = match x.chw() {
         Some(s) => s,
         None => bail!(Code::InvalidArgument, "convolution needs a 3-D input"),
@@ -110,7 +113,21 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
         return Ok(out);
     }
     if let ConvAlgo::Winograd(p) = algo {
-        winograd::forward(c, p, &planes, w, h, g, &mut out, &ops);
+        let key = winograd::InputKey::new(c, p, w, h, g);
+        let parts = x.parts();
+        let sources: Vec<winograd::Source> = if kept.len() == parts.len() && kept.iter().any(|k| k.is_some_and(|t| t.key() == key)) {
+            parts
+                .iter()
+                .zip(kept)
+                .map(|(t, k)| match k {
+                    Some(tv) if tv.key() == key => winograd::Source::Transformed(tv),
+                    _ => winograd::Source::Planes((0..t.c).map(|i| t.channel(i)).collect()),
+                })
+                .collect()
+        } else {
+            vec![winograd::Source::Planes(planes)]
+        };
+        winograd::forward(c, p, &sources, w, h, g, &mut out, &ops);
         return Ok(out);
     }
     let (ipg, opg) = (c.in_per_group(), c.out_per_group());

@@ -93,20 +93,31 @@ pub fn pack_a(u: &[f32], npos: usize, rows: usize, k: usize, l: Layout) -> Vec<f
     out
 }
 
-/// One batch of products: for pos in 0..npos,
-/// `C[pos] (rows_padded x tp, row stride ldc) = A[pos] (packed by [`pack_a`]) * B[pos] (k x tp, row stride ldb)`.
+/// One segment of the inner dimension of B: `k` rows of `tp` floats (row stride `ldb`), at
+/// `ptr + pos * pos_stride` for position `pos`. The segments of a batch are consecutive slices of the
+/// inner dimension (e.g. the parts of a channel concat, each transformed on its own).
 #[derive(Clone, Copy)]
-pub struct Batch {
+pub struct Seg {
+    pub ptr: *const f32,
+    pub k: usize,
+    pub pos_stride: usize,
+}
+
+/// One batch of products: for pos in 0..npos,
+/// `C[pos] (rows_padded x tp, row stride ldc) = A[pos] (packed by [`pack_a`]) * B[pos]`, where B's
+/// `k` rows are the segments `b` in order.
+#[derive(Clone, Copy)]
+pub struct Batch<'a> {
     pub npos: usize,
     /// Rows, already padded to a multiple of the layout's MR.
     pub rows: usize,
+    /// The inner dimension: the sum of the segments' `k`.
     pub k: usize,
     /// Columns (tiles), a multiple of the layout's LANES.
     pub tp: usize,
     pub a: *const f32,
     pub a_stride: usize,
-    pub b: *const f32,
-    pub b_stride: usize,
+    pub b: &'a [Seg],
     pub ldb: usize,
     pub c: *mut f32,
     pub c_stride: usize,
@@ -146,21 +157,21 @@ unsafe fn run_avx512(p: &Batch) {
 unsafe fn batch<S: Simd, const MR: usize, const NV: usize>(p: &Batch) {
     let w = NV * S::LANES;
     debug_assert!(p.rows % MR == 0 && p.tp % S::LANES == 0);
+    debug_assert_eq!(p.b.iter().map(|s| s.k).sum::<usize>(), p.k);
     for pos in 0..p.npos {
         let a = p.a.add(pos * p.a_stride);
-        let b = p.b.add(pos * p.b_stride);
         let c = p.c.add(pos * p.c_stride);
         let mut n0 = 0;
         while n0 < p.tp {
             let left = (p.tp - n0) / S::LANES;
             let step = if left >= NV {
-                panel::<S, MR, NV>(p, a, b, c, n0);
+                panel::<S, MR, NV>(p, a, pos, c, n0);
                 w
             } else if left >= 2 {
-                panel::<S, MR, 2>(p, a, b, c, n0);
+                panel::<S, MR, 2>(p, a, pos, c, n0);
                 2 * S::LANES
             } else {
-                panel::<S, MR, 1>(p, a, b, c, n0);
+                panel::<S, MR, 1>(p, a, pos, c, n0);
                 S::LANES
             };
             n0 += step;
@@ -170,30 +181,32 @@ unsafe fn batch<S: Simd, const MR: usize, const NV: usize>(p: &Batch) {
 
 /// All row blocks against one column panel starting at `n0` (the B panel stays in L1 meanwhile).
 #[inline(always)]
-unsafe fn panel<S: Simd, const MR: usize, const NV: usize>(p: &Batch, a: *const f32, b: *const f32, c: *mut f32, n0: usize) {
+unsafe fn panel<S: Simd, const MR: usize, const NV: usize>(p: &Batch, a: *const f32, pos: usize, c: *mut f32, n0: usize) {
     for mb in (0..p.rows).step_by(MR) {
-        tile::<S, MR, NV>(p.k, a.add(mb * p.k), b.add(n0), p.ldb, c.add(mb * p.ldc + n0), p.ldc);
+        tile::<S, MR, NV>(p.b, pos, n0, a.add(mb * p.k), p.ldb, c.add(mb * p.ldc + n0), p.ldc);
     }
 }
 
 #[inline(always)]
-unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(k: usize, a: *const f32, b: *const f32, ldb: usize, c: *mut f32, ldc: usize) {
+unsafe fn tile<S: Simd, const MR: usize, const NV: usize>(segs: &[Seg], pos: usize, n0: usize, a: *const f32, ldb: usize, c: *mut f32, ldc: usize) {
     let mut acc = [[S::zero(); NV]; MR];
     let mut ap = a;
-    let mut bp = b;
-    for _ in 0..k {
-        let mut bv = [S::zero(); NV];
-        for (j, v) in bv.iter_mut().enumerate() {
-            *v = S::load(bp.add(j * S::LANES));
-        }
-        for (i, row) in acc.iter_mut().enumerate() {
-            let av = S::splat(ap.add(i));
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = S::fma(*v, av, bv[j]);
+    for seg in segs {
+        let mut bp = seg.ptr.add(pos * seg.pos_stride + n0);
+        for _ in 0..seg.k {
+            let mut bv = [S::zero(); NV];
+            for (j, v) in bv.iter_mut().enumerate() {
+                *v = S::load(bp.add(j * S::LANES));
             }
+            for (i, row) in acc.iter_mut().enumerate() {
+                let av = S::splat(ap.add(i));
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = S::fma(*v, av, bv[j]);
+                }
+            }
+            ap = ap.add(MR);
+            bp = bp.add(ldb);
         }
-        ap = ap.add(MR);
-        bp = bp.add(ldb);
     }
     for (i, row) in acc.iter().enumerate() {
         for (j, v) in row.iter().enumerate() {
@@ -228,6 +241,13 @@ mod tests {
                 let v: Vec<f32> = (0..npos * k * tp).map(|_| lcg(&mut seed)).collect();
                 let a = pack_a(&u, npos, rows, k, l);
                 let mut c = vec![f32::NAN; npos * rp * tp];
+                // B as up to three segments of the inner dimension, each its own [pos][k_s][tp] array.
+                let cuts = [0, k / 3, k / 2, k];
+                let parts: Vec<Vec<f32>> = cuts
+                    .windows(2)
+                    .map(|w| (0..npos).flat_map(|pos| v[(pos * k + w[0]) * tp..(pos * k + w[1]) * tp].iter().copied()).collect())
+                    .collect();
+                let segs: Vec<Seg> = cuts.windows(2).zip(&parts).filter(|(w, _)| w[1] > w[0]).map(|(w, p)| Seg { ptr: p.as_ptr(), k: w[1] - w[0], pos_stride: (w[1] - w[0]) * tp }).collect();
                 let batch = Batch {
                     npos,
                     rows: rp,
@@ -235,8 +255,7 @@ mod tests {
                     tp,
                     a: a.as_ptr(),
                     a_stride: rp * k,
-                    b: v.as_ptr(),
-                    b_stride: k * tp,
+                    b: &segs,
                     ldb: tp,
                     c: c.as_mut_ptr(),
                     c_stride: rp * tp,

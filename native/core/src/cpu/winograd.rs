@@ -114,43 +114,168 @@ fn chunk_tiles(tw: usize, th: usize, lanes: usize) -> usize {
     chunk.min(tw).max(1)
 }
 
-/// Run the conv: `planes` are the input channels (h x w each), `out` is num_output x out_h x out_w.
-#[allow(clippy::too_many_arguments)]
-pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
-    let (ic, oc, ocp) = (p.ic, p.oc, p.ocp);
-    let (oh, ow) = (g.out_h, g.out_w);
-    let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
-    let l = Layout::of(p.path);
-    let chunk = chunk_tiles(tw, th, l.lanes);
-    let nchunks = tw.div_ceil(chunk);
-    let dst = SendPtr(out.data.as_mut_ptr());
-    let geo = Geo { w, h, pl: g.pad_left, pt: g.pad_top, pv: c.pad_value };
-    let path = p.path;
-    (0..th * nchunks).into_par_iter().for_each(|bi| {
+/// Everything that fixes how a map is cut into blocks and transformed: a transformed input can be
+/// reused by a conv with the same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputKey {
+    w: usize,
+    h: usize,
+    oh: usize,
+    ow: usize,
+    pl: usize,
+    pt: usize,
+    pv_bits: u32,
+    chunk: usize,
+    path: Path,
+}
+
+impl InputKey {
+    pub fn new(c: &Conv, p: &Packed, w: usize, h: usize, g: ConvGeometry) -> InputKey {
+        let (oh, ow) = (g.out_h, g.out_w);
+        let chunk = chunk_tiles(ow.div_ceil(4), oh.div_ceil(4), Layout::of(p.path).lanes);
+        InputKey { w, h, oh, ow, pl: g.pad_left, pt: g.pad_top, pv_bits: c.pad_value.to_bits(), chunk, path: p.path }
+    }
+    fn tiles(&self) -> (usize, usize) {
+        (self.oh.div_ceil(4), self.ow.div_ceil(4))
+    }
+    fn nchunks(&self) -> usize {
+        self.tiles().1.div_ceil(self.chunk)
+    }
+    fn blocks(&self) -> usize {
+        self.tiles().0 * self.nchunks()
+    }
+    /// (tile row, first tile, tiles, padded tiles) of block `bi`.
+    fn block(&self, bi: usize) -> (usize, usize, usize, usize) {
+        let n = self.nchunks();
+        let (tr, k0) = (bi / n, (bi % n) * self.chunk);
+        let t = (k0 + self.chunk).min(self.tiles().1) - k0;
+        (tr, k0, t, Layout::of(self.path).tiles_padded(t))
+    }
+    fn geo(&self) -> Geo {
+        Geo { w: self.w, h: self.h, pl: self.pl, pt: self.pt, pv: f32::from_bits(self.pv_bits) }
+    }
+}
+
+/// The input transform `V[pos][c][tile]` of some channels for every block of a map, kept while
+/// later convs read the same channels (RRDB dense blocks: each conv reads all earlier outputs of its
+/// block, so most of its input was transformed before).
+pub struct TransformedInput {
+    key: InputKey,
+    channels: usize,
+    data: Vec<f32>,
+    /// Start of each block's `[pos][c][tp]` array in `data`.
+    offsets: Vec<usize>,
+}
+
+impl TransformedInput {
+    pub fn key(&self) -> InputKey {
+        self.key
+    }
+    /// The buffer, for reuse by a later [`transform_input`].
+    pub fn into_buffer(self) -> Vec<f32> {
+        self.data
+    }
+}
+
+/// Transform `planes` for every block of `key` (in parallel over blocks), into `buf` (a buffer of
+/// an earlier transform, so big maps do not pay for fresh zeroed pages every time).
+pub fn transform_input(key: InputKey, planes: &[&[f32]], buf: Vec<f32>) -> TransformedInput {
+    let ch = planes.len();
+    let mut offsets = Vec::with_capacity(key.blocks() + 1);
+    let mut total = 0;
+    for bi in 0..key.blocks() {
+        offsets.push(total);
+        total += POS * ch * key.block(bi).3;
+    }
+    let mut data = buf;
+    // Every element is written below; resize only zero-fills growth.
+    data.resize(total, 0.0);
+    let dst = SendPtr(data.as_mut_ptr());
+    let geo = key.geo();
+    (0..key.blocks()).into_par_iter().for_each(|bi| {
         let dst = dst;
-        let tr = bi / nchunks;
-        let k0 = (bi % nchunks) * chunk;
-        let k1 = (k0 + chunk).min(tw);
-        let t = k1 - k0;
-        let tp = l.tiles_padded(t);
+        let (tr, k0, t, tp) = key.block(bi);
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
             let rows_len = 6 * 4 * (tp + 1);
-            let need = rows_len + 16 * tp + POS * ic * tp + POS * ocp * tp;
+            if s.len() < rows_len {
+                s.resize(rows_len, 0.0);
+            }
+            // SAFETY: blocks own disjoint [offsets[bi], +36 ch tp) ranges of data.
+            let v = unsafe { dst.0.add(offsets[bi]) };
+            transform_block(key.path, planes, &geo, tr, k0, t, tp, &mut s[..rows_len], v);
+        });
+    });
+    TransformedInput { key, channels: ch, data, offsets }
+}
+
+/// Gather and transform `planes` for one block into `v` (`[pos][planes.len()][tp]`).
+#[allow(clippy::too_many_arguments)]
+fn transform_block(path: Path, planes: &[&[f32]], geo: &Geo, tr: usize, k0: usize, t: usize, tp: usize, rows: &mut [f32], v: *mut f32) {
+    let ch = planes.len();
+    for (i, plane) in planes.iter().enumerate() {
+        if let Some(next) = planes.get(i + 1) {
+            prefetch_rows(next, geo, tr, k0, t);
+        }
+        gather_rows(path.isa(), plane, geo, tr, k0, tp, rows);
+        // SAFETY: rows holds 24 (tp + 1) floats, v 36 ch tp; the path's ISA is supported.
+        unsafe { input_transform(path, rows.as_ptr(), v, i, ch, tp) };
+    }
+}
+
+/// Where a run of input channels comes from: planes to transform now, or a kept transform.
+pub enum Source<'a> {
+    Planes(Vec<&'a [f32]>),
+    Transformed(&'a TransformedInput),
+}
+
+/// Run the conv: `sources` are the input channels in order (h x w each, or transformed already with
+/// this conv's [`InputKey`]), `out` is num_output x out_h x out_w.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(c: &Conv, p: &Packed, sources: &[Source], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+    let (ic, oc, ocp) = (p.ic, p.oc, p.ocp);
+    let (oh, ow) = (g.out_h, g.out_w);
+    let key = InputKey::new(c, p, w, h, g);
+    let geo = key.geo();
+    let path = p.path;
+    let fresh: usize = sources.iter().map(|s| if let Source::Planes(ps) = s { ps.len() } else { 0 }).sum();
+    let total: usize = sources.iter().map(|s| if let Source::Transformed(t) = s { t.channels } else { 0 }).sum::<usize>() + fresh;
+    assert_eq!(total, ic, "winograd sources cover the input channels");
+    for s in sources {
+        if let Source::Transformed(t) = s {
+            assert_eq!(t.key, key, "a kept input transform is reused with its own geometry only");
+        }
+    }
+    let dst = SendPtr(out.data.as_mut_ptr());
+    (0..key.blocks()).into_par_iter().for_each(|bi| {
+        let dst = dst;
+        let (tr, k0, t, tp) = key.block(bi);
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let rows_len = 6 * 4 * (tp + 1);
+            let need = rows_len + 16 * tp + POS * fresh * tp + POS * ocp * tp;
             if s.len() < need {
                 s.resize(need, 0.0);
             }
             let (rows, rest) = s.split_at_mut(rows_len);
             let (ybuf, rest) = rest.split_at_mut(16 * tp);
-            let (v, rest) = rest.split_at_mut(POS * ic * tp);
+            let (v, rest) = rest.split_at_mut(POS * fresh * tp);
             let m = &mut rest[..POS * ocp * tp];
-            for (i, plane) in planes.iter().enumerate() {
-                if let Some(next) = planes.get(i + 1) {
-                    prefetch_rows(next, &geo, tr, k0, t);
+            let mut segs = Vec::with_capacity(sources.len());
+            let mut off = 0;
+            for src in sources {
+                match src {
+                    Source::Planes(ps) => {
+                        let vp = v[off..].as_mut_ptr();
+                        transform_block(path, ps, &geo, tr, k0, t, tp, rows, vp);
+                        segs.push(wgemm::Seg { ptr: vp as *const f32, k: ps.len(), pos_stride: ps.len() * tp });
+                        off += POS * ps.len() * tp;
+                    }
+                    Source::Transformed(tv) => {
+                        let ptr = tv.data[tv.offsets[bi]..].as_ptr();
+                        segs.push(wgemm::Seg { ptr, k: tv.channels, pos_stride: tv.channels * tp });
+                    }
                 }
-                gather_rows(path.isa(), plane, &geo, tr, k0, tp, rows);
-                // SAFETY: rows holds 24 (tp + 1) floats, v 36 ic tp; the path's ISA is supported.
-                unsafe { input_transform(path, rows.as_ptr(), v.as_mut_ptr(), i, ic, tp) };
             }
             let batch = wgemm::Batch {
                 npos: POS,
@@ -159,15 +284,14 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
                 tp,
                 a: p.u.as_ptr(),
                 a_stride: ocp * ic,
-                b: v.as_ptr(),
-                b_stride: ic * tp,
+                b: &segs,
                 ldb: tp,
                 c: m.as_mut_ptr(),
                 c_stride: ocp * tp,
                 ldc: tp,
             };
-            // SAFETY: u holds POS packed ocp x ic panels, v POS ic x tp, m POS ocp x tp; the
-            // backend only pins an ISA the CPU supports, and `pack` used the same one.
+            // SAFETY: u holds POS packed ocp x ic panels, each segment POS k x tp, m POS ocp x tp;
+            // the backend only pins an ISA the CPU supports, and `pack` used the same one.
             unsafe { wgemm::run(path, &batch) };
             let oy0 = tr * 4;
             let rows_out = (oh - oy0).min(4);
@@ -214,6 +338,7 @@ fn prefetch_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize) {
     let _ = (plane, geo, tr, k0, t);
 }
 
+#[derive(Clone, Copy)]
 struct Geo {
     w: usize,
     h: usize,
@@ -391,7 +516,11 @@ mod tests {
                 let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
                 let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
                 let ops = RowOps { isa, bias: c.bias.as_deref(), act: Activation::None, slope: None, residual: &[], plane: g.out_h * g.out_w };
-                forward(&c, &p, &planes, w, h, g, &mut got, &ops);
+                // Half the channels transformed ahead (as a kept transform), half on the fly.
+                let key = InputKey::new(&c, &p, w, h, g);
+                let kept = transform_input(key, &planes[..ic / 2], Vec::new());
+                let sources = [Source::Transformed(&kept), Source::Planes(planes[ic / 2..].to_vec())];
+                forward(&c, &p, &sources, w, h, g, &mut got, &ops);
                 assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w));
                 let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
                 let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
