@@ -12,10 +12,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let isa = args.iter().position(|a| a == "--isa").and_then(|i| args.get(i + 1)).and_then(|s| Isa::parse(s)).unwrap_or_else(Isa::detected);
     assert!(isa.supported(), "{isa} not supported here");
-    let l = Layout::of(Path::of(isa));
-    println!("isa {isa}, micro-kernel {}x{} (lanes {})", l.mr, l.nv * l.lanes, l.lanes);
+    let path = Path::of(isa);
+    println!("isa {isa}");
     const POS: usize = 36;
-    for &(ic, oc) in &[(64usize, 64usize), (64, 32), (128, 32), (192, 32), (192, 64)] {
+    // (x, 36): the 6-row panel on 36 rows, i.e. what 32 rows cost when padded to 6-row blocks.
+    for &(ic, oc) in &[(64usize, 64usize), (64, 32), (64, 36), (192, 32), (192, 36), (192, 64)] {
+        let l = Layout::for_rows(path, oc);
         for &t in &[16usize, 24, 64] {
             let (ocp, tp) = (l.rows_padded(oc), l.tiles_padded(t));
             let u: Vec<f32> = (0..POS * oc * ic).map(|i| ((i * 7) % 13) as f32 * 0.01).collect();
@@ -83,7 +85,9 @@ fn main() {
             }
             let g = |s: f64| flop * reps as f64 / s / 1e9;
             println!(
-                "ic {ic:3} oc {oc:2} tiles {t:2}: wgemm {:6.1} GFLOP/s  gemm crate {:6.1} GFLOP/s  ratio {:.2}",
+                "ic {ic:3} oc {oc:2} tiles {t:2} (panel {}x{}): wgemm {:6.1} GFLOP/s  gemm crate {:6.1} GFLOP/s  ratio {:.2}",
+                l.mr,
+                l.nv * l.lanes,
                 g(best_o),
                 g(best_g),
                 best_g / best_o

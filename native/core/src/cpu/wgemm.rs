@@ -11,7 +11,8 @@
 //!
 //! Micro-kernel: an `MR x (NV * LANES)` block of M in registers (MR out channels broadcast from U,
 //! NV vectors of tiles loaded from V), one FMA per (row, vector) per step of the inner dimension.
-//! - AVX2: MR 6, NV 2 (6 x 16, 12 accumulators of 16 registers; 4 x 24 measured slower);
+//! - AVX2: MR 6, NV 2 (6 x 16, 12 accumulators of 16 registers; 4 x 24 measured slower), and
+//!   4 x 16 for row counts that 6 does not divide but 4 does, up to 32 (no padded rows);
 //! - AVX-512F: MR 8, NV 2 (8 x 32, 16 accumulators of 32 registers);
 //! - portable: MR 4, NV 3 over 4-lane arrays.
 //!
@@ -60,11 +61,22 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The path's main panel shape.
     pub fn of(path: Path) -> Layout {
         match path {
             Path::Avx512 | Path::Portable16 => Layout { mr: 8, lanes: 16, nv: 2 },
             Path::Avx2 => Layout { mr: 6, lanes: 8, nv: 2 },
             Path::Scalar => Layout { mr: 4, lanes: 4, nv: 3 },
+        }
+    }
+    /// The panel shape for a product with `rows` rows: on AVX2, 4 x 16 where 6 x 16 would pad
+    /// (e.g. RRDB's 32-channel convs: 36 rows computed for 32).
+    pub fn for_rows(path: Path, rows: usize) -> Layout {
+        let l = Layout::of(path);
+        if path == Path::Avx2 && rows % 6 != 0 && rows % 4 == 0 && rows <= 32 {
+            Layout { mr: 4, ..l }
+        } else {
+            l
         }
     }
     pub fn rows_padded(&self, rows: usize) -> usize {
@@ -78,6 +90,7 @@ impl Layout {
 /// Pack `u` (`npos` matrices of `rows x k`, row-major, contiguous) into the micro-kernel order:
 /// per matrix, blocks of MR rows, each block `k` steps of MR values (rows past `rows` are zero).
 pub fn pack_a(u: &[f32], npos: usize, rows: usize, k: usize, l: Layout) -> Vec<f32> {
+    debug_assert!(l.rows_padded(rows) % l.mr == 0);
     let rp = l.rows_padded(rows);
     let mut out = vec![0.0f32; npos * rp * k];
     for pos in 0..npos {
@@ -131,14 +144,23 @@ pub struct Batch<'a> {
 /// The pointers must cover the extents above; `path.isa().supported()`.
 pub unsafe fn run(path: Path, p: &Batch) {
     debug_assert!(path.isa().supported());
+    debug_assert!(p.rows % Layout::for_rows(path, p.rows).mr == 0);
     match path {
         #[cfg(target_arch = "x86_64")]
         Path::Avx512 => run_avx512(p),
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx2 if Layout::for_rows(path, p.rows).mr == 4 => run_avx2_mr4(p),
         #[cfg(target_arch = "x86_64")]
         Path::Avx2 => run_avx2(p),
         Path::Portable16 => batch::<Lanes<16>, 8, 2>(p),
         _ => batch::<Lanes<4>, 4, 3>(p),
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run_avx2_mr4(p: &Batch) {
+    batch::<super::simd::Avx2, 4, 2>(p)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -234,8 +256,8 @@ mod tests {
                 eprintln!("wgemm {path:?}: SKIPPED: {why}");
                 continue;
             }
-            let l = Layout::of(path);
-            for &(npos, rows, k, t) in &[(2, 5, 7, 3), (3, 32, 64, 21), (1, 13, 33, 50), (2, 64, 19, 64), (1, 1, 1, 1)] {
+            for &(npos, rows, k, t) in &[(2, 5, 7, 3), (3, 32, 64, 21), (1, 13, 33, 50), (2, 64, 19, 64), (1, 1, 1, 1), (1, 8, 9, 17)] {
+                let l = Layout::for_rows(path, rows);
                 let (rp, tp) = (l.rows_padded(rows), l.tiles_padded(t));
                 let u: Vec<f32> = (0..npos * rows * k).map(|_| lcg(&mut seed)).collect();
                 let v: Vec<f32> = (0..npos * k * tp).map(|_| lcg(&mut seed)).collect();
