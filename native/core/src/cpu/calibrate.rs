@@ -4,9 +4,10 @@
 //! convs is timed both ways on a synthetic 64x64 input in the backend's own pool (one warm-up each,
 //! then three alternating runs, the fastest of each kept); Winograd is used where it was not slower.
 //! The answers are cached for the life of the process, keyed by shape, ISA level and thread count, so
-//! a network is calibrated once per process (and shapes shared between networks once in all): about
-//! 0.1-0.5 s for RealESRGAN_x4plus (6 shapes), well under 0.1 s for realesr-general-x4v3 (2 shapes) on
-//! 2 Zen 3 cores. [`log`] lists what was measured.
+//! a network is calibrated once per process (and shapes shared between networks once in all): on 2
+//! Zen 3 cores 0.13 s (quiet) to 0.7 s (load average 11) for RealESRGAN_x4plus (6 shapes), 0.05-0.15 s
+//! for realesr-general-x4v3 (2 shapes). Nothing is written to disk. [`log`] lists what was measured
+//! (`cpu_bench` prints it).
 //!
 //! `LUCENT_CPU_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies without measuring
 //! ([`ConvPolicy`]; `CpuBackend::with_policy` sets it per backend).
