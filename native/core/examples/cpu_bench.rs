@@ -43,6 +43,15 @@ fn conv_gflop(net: &Net, size: usize) -> f64 {
     2.0 * macs / 1e9
 }
 
+/// CPU time (user + system) of this process so far, in ms, from /proc/self/stat (10 ms ticks);
+/// under a loaded machine it tracks the work done better than wall time.
+fn cpu_ms() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let f: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) * 10.0
+}
+
 fn write_f32(path: &PathBuf, data: &[f32]) {
     let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
@@ -58,7 +67,27 @@ fn main() {
     let serve = args.iter().any(|a| a == "--serve");
     let net = Arc::new(Net::load_stem(&models.join(&stem)).expect("load model"));
     let be = CpuBackend::new(threads);
+    let t_prep = Instant::now();
     let prepared = be.prepare(net.clone()).expect("prepare");
+    let prep_ms = t_prep.elapsed().as_secs_f64() * 1e3;
+    // What the per-layer Winograd / im2col calibration measured (and what it cost), on stderr.
+    let cal = lucent_core::cpu::calibrate::log();
+    let cal_ms: f64 = cal.iter().map(|m| m.cost_ms).sum();
+    for m in &cal {
+        eprintln!(
+            "calibration {}x{} -> {}: winograd {:.2} ms, im2col {:.2} ms on {px}x{px} ({} threads, {}), took {:.0} ms",
+            m.ic,
+            m.oc,
+            if m.winograd() { "winograd" } else { "im2col" },
+            m.winograd_ms,
+            m.im2col_ms,
+            m.threads,
+            m.isa,
+            m.cost_ms,
+            px = lucent_core::cpu::calibrate::CALIBRATION_PX
+        );
+    }
+    eprintln!("prepare {prep_ms:.0} ms (calibration {cal_ms:.0} ms of it), isa {}", be.isa());
     let inb = net.input_blobs()[0];
     let outb = net.output_blobs()[0];
     let mut seed = 12345u64;
@@ -86,7 +115,7 @@ fn main() {
     }
     if serve {
         let stdout = std::io::stdout();
-        writeln!(stdout.lock(), "ready {gflop:.3} {} {} {}", out.c, out.h, out.w).ok();
+        writeln!(stdout.lock(), "ready {gflop:.3} {} {} {} {} {cal_ms:.0}", out.c, out.h, out.w, be.isa()).ok();
         for line in std::io::stdin().lock().lines() {
             let line = line.unwrap_or_default();
             match line.trim() {
@@ -100,9 +129,12 @@ fn main() {
         }
         return;
     }
-    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| once().0).collect();
-    for t in &times {
-        println!("run: {t:.1} ms");
+    let mut times = Vec::new();
+    for _ in 0..runs.max(1) {
+        let c0 = cpu_ms();
+        let (t, _) = once();
+        println!("run: {t:.1} ms wall, {:.0} ms cpu", cpu_ms() - c0);
+        times.push(t);
     }
     times.sort_by(|a, b| a.total_cmp(b));
     let med = times[times.len() / 2];

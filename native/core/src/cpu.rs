@@ -1,40 +1,47 @@
-//! The fast CPU backend.
+//! The fast CPU backend: the executor (blob values, layer dispatch, fusion of followers into conv
+//! epilogues). The kernels live in `cpu/`:
+//! - [`isa`]: the instruction-set level (scalar, AVX2+FMA, AVX-512F), detected once per process;
+//! - [`conv`]: row-block im2col + GEMM (the `gemm` crate), depthwise, deconvolution;
+//! - [`winograd`] F(4x4, 3x3) for 3x3 stride-1 ungrouped convs, with its GEMMs on [`wgemm`]'s
+//!   micro-kernels over the [`simd`] vector types;
+//! - [`calibrate`]: Winograd or im2col per layer, by measured cost (cached per process);
+//! - [`epilogue`]: bias, activation, fused PReLU/ReLU and residual sums on each output row.
 //!
-//! Convolutions run as GEMMs (the `gemm` crate, single-threaded per call) over row blocks of the
-//! output: for each block of output rows the im2col matrix of just those rows is built in a
-//! per-thread buffer (bounded to a few MB), multiplied by the weight matrix straight into the
-//! output tensor, and the epilogue (bias, fused activation, and a PReLU/ReLU that is the conv
-//! output's only reader) runs on the block while it is still in cache. Row blocks are spread over a
-//! rayon pool, so the work scales with cores. Channel concats whose result only feeds
-//! convolutions are never materialised: the conv reads the input planes from the parts. Every
-//! other op uses the plain [`crate::reference`] implementation (all linear-time).
-//!
-//! Convolution algorithms, chosen per layer at prepare time in [`ConvAlgo::choose`]:
-//! - [`winograd`] F(4x4, 3x3) for 3x3 stride-1 dilation-1 ungrouped convs with >= 8 channels in
-//!   and out (4x fewer multiplies; set `LUCENT_CPU_WINOGRAD=0` to turn it off for comparisons);
-//! - depthwise: a direct loop;
-//! - everything else: row-block im2col + GEMM (below).
+//! Fusion (decided at prepare time, applied when the intermediate blobs are not requested): a conv's
+//! only reader, when it is a PReLU/ReLU, then any chain of two-input Eltwise sums / BinaryOp adds
+//! whose running value is the only reader and whose other input was computed before the conv,
+//! runs inside the conv's epilogue (RRDB: leaky ReLU in the conv, `x + 0.2 f(x)` twice per RRDB).
+//! Channel concats whose result only feeds convolutions are never materialised: the conv reads the
+//! input planes from the parts. Every other op uses the plain [`crate::reference`] implementation
+//! (all linear-time).
 
+pub mod calibrate;
+mod conv;
+mod epilogue;
+pub mod isa;
+mod simd;
+pub mod wgemm;
 mod warp;
 mod winograd;
+mod wtransform;
 
 use crate::backend::{Backend, BackendInfo, Cancel, Prepared};
 use crate::bail;
 use crate::error::{Code, Error, Result};
-use crate::ncnn::model::{Activation, Conv, Layer, Net, Op};
+use crate::ncnn::model::{BinaryOpKind, Conv, EltwiseKind, Layer, Net, Op};
 use crate::reference;
 use crate::tensor::Tensor;
-use gemm::Parallelism;
-use rayon::prelude::*;
-use std::cell::RefCell;
+use conv::{ConvAlgo, PackedDeconv, SendPtr};
+use epilogue::Residual;
+pub use calibrate::ConvPolicy;
+pub use isa::Isa;
 use std::sync::Arc;
-
-/// Floats of im2col scratch per worker thread (8 MB).
-const IM2COL_BUDGET: usize = 2 << 20;
 
 pub struct CpuBackend {
     threads: usize,
     pool: Arc<rayon::ThreadPool>,
+    isa: Isa,
+    policy: ConvPolicy,
 }
 
 impl CpuBackend {
@@ -49,16 +56,36 @@ impl CpuBackend {
             .build()
             .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .expect("cannot start even a one-thread pool");
-        CpuBackend { threads: n, pool: Arc::new(pool) }
+        CpuBackend { threads: n, pool: Arc::new(pool), isa: Isa::detected(), policy: ConvPolicy::from_env() }
+    }
+
+    /// The same backend with another Winograd / im2col policy (default: `LUCENT_CPU_WINOGRAD`, else
+    /// measured per layer).
+    pub fn with_policy(self, policy: ConvPolicy) -> Self {
+        CpuBackend { policy, ..self }
+    }
+
+    /// A backend whose hot loops use `isa` (for tests and comparisons); `InvalidArgument` when this CPU
+    /// cannot run it (the message says why).
+    pub fn with_isa(threads: Option<usize>, isa: Isa) -> Result<Self> {
+        if let Some(why) = isa.unsupported_reason() {
+            bail!(Code::InvalidArgument, "{}: {why}", isa.name());
+        }
+        Ok(CpuBackend { isa, ..CpuBackend::new(threads) })
     }
 
     pub fn threads(&self) -> usize {
         self.threads
     }
 
+    /// The instruction-set level of the hot loops.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
     /// Prepare without the trait object (for tests and benches).
     pub fn prepare_net(&self, net: Arc<Net>) -> Result<CpuNet> {
-        CpuNet::new(net, self.pool.clone())
+        CpuNet::new(net, self.pool.clone(), self.isa, self.policy)
     }
 }
 
@@ -115,51 +142,127 @@ impl Val {
             Val::Cat(p) => p.iter().flat_map(|t| (0..t.c).map(move |c| t.channel(c))).collect(),
         }
     }
-}
-
-/// What follows the GEMM on each output element: bias, the conv's own activation, then an
-/// optional PReLU (one slope per channel, or one shared).
-#[derive(Clone, Debug)]
-struct Epilogue {
-    act: Activation,
-    slope: Option<Vec<f32>>,
-}
-
-/// How a convolution layer runs (decided once, at prepare time).
-enum ConvAlgo {
-    Im2col,
-    Winograd(winograd::Packed),
-}
-
-impl ConvAlgo {
-    fn choose(c: &Conv) -> ConvAlgo {
-        let enabled = std::env::var("LUCENT_CPU_WINOGRAD").map(|v| v != "0").unwrap_or(true);
-        if enabled && winograd::applies(c) {
-            ConvAlgo::Winograd(winograd::pack(c))
-        } else {
-            ConvAlgo::Im2col
+    /// The tensors this value is made of, in channel order.
+    fn parts(&self) -> Vec<&Arc<Tensor>> {
+        match self {
+            Val::T(t) => vec![t],
+            Val::Cat(p) => p.iter().collect(),
         }
     }
 }
 
-struct PackedDeconv {
-    /// (num_output * kh * kw) x (num_input / group) per group, row-major.
-    wt: Vec<f32>,
+/// Which Winograd input transforms to keep (dense blocks): for each conv layer that runs on
+/// Winograd, the source blob of each part of its input and whether that source is read by another
+/// Winograd conv too (then its transform is kept until its last such reader has run).
+#[derive(Default)]
+struct KeepPlan {
+    parts: Vec<Vec<(usize, bool)>>,
+    /// For a source blob: the last Winograd conv reading it.
+    last_reader: Vec<Option<usize>>,
+}
+
+impl KeepPlan {
+    fn new(net: &Net, algo: &[Option<ConvAlgo>]) -> KeepPlan {
+        let nb = net.blob_names.len();
+        // The source blobs each blob's value is made of (Split/Noop pass the tensor on, channel
+        // Concats of 3-D parts stay lazy: see Val::Cat).
+        let mut src: Vec<Vec<usize>> = (0..nb).map(|b| vec![b]).collect();
+        for l in &net.layers {
+            match &l.op {
+                Op::Split | Op::Noop if !l.bottoms.is_empty() => {
+                    for &t in &l.tops {
+                        src[t] = src[l.bottoms[0]].clone();
+                    }
+                }
+                Op::Concat { axis: 0 | -3 } if l.tops.len() == 1 => {
+                    src[l.tops[0]] = l.bottoms.iter().flat_map(|&b| src[b].clone()).collect();
+                }
+                _ => {}
+            }
+        }
+        let wino = |li: usize| matches!(algo[li], Some(ConvAlgo::Winograd(_)));
+        let mut readers = vec![0usize; nb];
+        let mut last_reader = vec![None; nb];
+        for (li, l) in net.layers.iter().enumerate() {
+            if wino(li) {
+                for &s in &src[l.bottoms[0]] {
+                    readers[s] += 1;
+                    last_reader[s] = Some(li);
+                }
+            }
+        }
+        let parts = net
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(li, l)| if wino(li) { src[l.bottoms[0]].iter().map(|&s| (s, readers[s] >= 2)).collect() } else { Vec::new() })
+            .collect();
+        KeepPlan { parts, last_reader }
+    }
+}
+
+/// Kept Winograd input transforms during one run, by source blob.
+type Kept = std::collections::HashMap<usize, Arc<winograd::TransformedInput>>;
+
+/// A layer that may run inside a conv's epilogue (see the module doc).
+#[derive(Clone, Debug)]
+enum Follower {
+    /// PReLU / ReLU: one slope, or one per channel.
+    Slope(Vec<f32>),
+    /// `v = keep * v + add * other`.
+    Residual { keep: f32, add: f32, other: usize },
+}
+
+/// The followers a conv can absorb, in graph order (at run time a prefix of them is fused: up to
+/// the first whose input is a requested blob or whose other operand does not fit).
+#[derive(Default)]
+struct Fusion {
+    followers: Vec<(usize, Follower)>,
 }
 
 pub struct CpuNet {
     net: Arc<Net>,
     pool: Arc<rayon::ThreadPool>,
-    /// For a conv layer: the index of the PReLU/ReLU layer fused into it.
-    fused: Vec<Option<usize>>,
-    epilogue: Vec<Option<Epilogue>>,
+    isa: Isa,
+    /// For a conv layer: what its epilogue can absorb.
+    fusion: Vec<Fusion>,
     deconv: Vec<Option<PackedDeconv>>,
     algo: Vec<Option<ConvAlgo>>,
+    keep: KeepPlan,
+    /// Buffers of dropped kept transforms, reused by the next ones (runs of one net are serial
+    /// per call but the net may be shared: hence the lock).
+    spare: std::sync::Mutex<Vec<Vec<f32>>>,
     last_use: Vec<Option<usize>>,
 }
 
+/// The follower layer `j` as an epilogue step for a running value in blob `cur`, if it is one.
+/// `producer[b]` is the index of the layer writing blob `b`; `li` is the conv's index.
+fn follower(l: &Layer, cur: usize, producer: &[usize], li: usize, oc: usize, first: bool) -> Option<Follower> {
+    if l.tops.len() != 1 {
+        return None;
+    }
+    match &l.op {
+        Op::PReLU { slope } if first && l.bottoms.len() == 1 && (slope.len() == 1 || slope.len() == oc) => Some(Follower::Slope(slope.clone())),
+        Op::ReLU { slope } if first && l.bottoms.len() == 1 => Some(Follower::Slope(vec![*slope])),
+        Op::Eltwise { op: EltwiseKind::Sum, .. } | Op::BinaryOp { op: BinaryOpKind::Add, scalar: None, .. } if l.bottoms.len() == 2 => {
+            let me = l.bottoms.iter().position(|&b| b == cur)?;
+            let other = l.bottoms[1 - me];
+            if other == cur || producer.get(other).is_none_or(|&p| p >= li) {
+                return None;
+            }
+            let co = match &l.op {
+                Op::Eltwise { coeffs, .. } if coeffs.len() == 2 => [coeffs[0], coeffs[1]],
+                Op::Eltwise { coeffs, .. } if !coeffs.is_empty() => return None,
+                _ => [1.0, 1.0],
+            };
+            Some(Follower::Residual { keep: co[me], add: co[1 - me], other })
+        }
+        _ => None,
+    }
+}
+
 impl CpuNet {
-    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>) -> Result<Self> {
+    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy) -> Result<Self> {
         let nl = net.layers.len();
         let nb = net.blob_names.len();
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nb];
@@ -168,47 +271,72 @@ impl CpuNet {
                 readers[b].push(li);
             }
         }
-        let mut fused = vec![None; nl];
-        let mut epilogue = vec![None; nl];
+        let mut producer = vec![usize::MAX; nb];
+        for (li, l) in net.layers.iter().enumerate() {
+            for &t in &l.tops {
+                producer[t] = producer[t].min(li);
+            }
+        }
+        let mut fusion: Vec<Fusion> = (0..nl).map(|_| Fusion::default()).collect();
         let mut deconv = Vec::with_capacity(nl);
         let mut algo = Vec::with_capacity(nl);
         for (li, l) in net.layers.iter().enumerate() {
             let mut packed = None;
-            algo.push(match &l.op {
-                Op::Conv(c) if validate_conv(l, c).is_ok() => Some(ConvAlgo::choose(c)),
-                _ => None,
-            });
+            let mut choice = None;
             match &l.op {
                 Op::Conv(c) => {
                     validate_conv(l, c)?;
-                    let mut ep = Epilogue { act: c.activation, slope: None };
-                    if l.tops.len() == 1 && readers[l.tops[0]].len() == 1 {
-                        let j = readers[l.tops[0]][0];
-                        let next = &net.layers[j];
-                        if next.bottoms.len() == 1 && next.tops.len() == 1 {
-                            let slope = match &next.op {
-                                Op::PReLU { slope } if slope.len() == 1 || slope.len() == c.num_output => Some(slope.clone()),
-                                Op::ReLU { slope } => Some(vec![*slope]),
-                                _ => None,
-                            };
-                            if slope.is_some() {
-                                ep.slope = slope;
-                                fused[li] = Some(j);
+                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy)));
+                    if l.tops.len() == 1 {
+                        let mut cur = l.tops[0];
+                        while readers[cur].len() == 1 {
+                            let j = readers[cur][0];
+                            let first = fusion[li].followers.is_empty();
+                            match follower(&net.layers[j], cur, &producer, li, c.num_output, first) {
+                                Some(f) => fusion[li].followers.push((j, f)),
+                                None => break,
                             }
+                            cur = net.layers[j].tops[0];
                         }
                     }
-                    epilogue[li] = Some(ep);
                 }
                 Op::Deconv(c) => {
                     validate_conv(l, c)?;
-                    packed = Some(pack_deconv(c));
+                    packed = Some(conv::pack_deconv(c));
                 }
                 _ => {}
             }
+            algo.push(choice);
             deconv.push(packed);
         }
         let last_use = reference::last_uses(&net);
-        Ok(CpuNet { net, pool, fused, epilogue, deconv, algo, last_use })
+        // LUCENT_CPU_KEEP_TRANSFORMS=0: transform every conv's whole input afresh (for comparisons).
+        let keep = if std::env::var("LUCENT_CPU_KEEP_TRANSFORMS").as_deref() == Ok("0") { KeepPlan::default() } else { KeepPlan::new(&net, &algo) };
+        Ok(CpuNet { net, pool, isa, fusion, deconv, algo, keep, spare: Default::default(), last_use })
+    }
+
+    /// Layers that can run inside a conv's epilogue (planned at prepare time; at run time a
+    /// requested intermediate blob keeps its followers out).
+    pub fn fusable_followers(&self) -> usize {
+        self.fusion.iter().map(|f| f.followers.len()).sum()
+    }
+
+    /// Blobs whose Winograd input transform is kept for a later conv (dense blocks).
+    pub fn kept_transform_sources(&self) -> usize {
+        let mut s: Vec<usize> = self.keep.parts.iter().flatten().filter(|p| p.1).map(|p| p.0).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    }
+
+    /// The algorithm picked for each conv layer, by layer name: true for Winograd.
+    pub fn conv_algorithms(&self) -> Vec<(String, bool)> {
+        self.net
+            .layers
+            .iter()
+            .zip(&self.algo)
+            .filter_map(|(l, a)| a.as_ref().map(|a| (l.name.clone(), matches!(a, ConvAlgo::Winograd(_)))))
+            .collect()
     }
 
     fn run_inner(&self, inputs: &[(usize, &Tensor)], outputs: &[usize], cancel: &Cancel) -> Result<Vec<Tensor>> {
@@ -234,6 +362,7 @@ impl CpuNet {
             }
         }
         let mut skip = vec![false; net.layers.len()];
+        let mut kept = Kept::new();
         let profile = std::env::var_os("LUCENT_CPU_PROFILE").is_some();
         let mut prof: std::collections::BTreeMap<String, f64> = Default::default();
         for (li, l) in net.layers.iter().enumerate() {
@@ -242,17 +371,36 @@ impl CpuNet {
             }
             cancel.check()?;
             let t0 = std::time::Instant::now();
-            let res = self.forward(li, l, &vals, &requested);
+            let res = self.forward(li, l, &vals, &requested, &mut kept);
+            if !kept.is_empty() {
+                let done: Vec<usize> = kept.keys().copied().filter(|&s| self.keep.last_reader.get(s).copied().flatten().is_none_or(|r| r <= li)).collect();
+                for s in done {
+                    if let Some(Ok(tv)) = kept.remove(&s).map(Arc::try_unwrap) {
+                        if let Ok(mut spare) = self.spare.lock() {
+                            spare.push(tv.into_buffer());
+                        }
+                    }
+                }
+            }
             if profile {
                 *prof.entry(l.kind.clone()).or_default() += t0.elapsed().as_secs_f64();
             }
             let (tops, skip_next) = res.map_err(|e| Error::new(e.code, format!("layer {} ({}): {}", l.name, l.kind, e.message)))?;
             if let Some(j) = skip_next {
-                skip[j] = true;
-                let nl = &net.layers[j];
-                vals[nl.tops[0]] = Some(tops.into_iter().next().expect("one output"));
+                // Fused followers up to and including layer j: their top gets the value, their
+                // inputs are released as if they had run.
+                vals[net.layers[j].tops[0]] = Some(tops.into_iter().next().expect("one output"));
                 for &b in &l.bottoms {
                     self.release(&mut vals, b, li, &requested);
+                }
+                for &(fj, _) in &self.fusion[li].followers {
+                    skip[fj] = true;
+                    for &b in &net.layers[fj].bottoms {
+                        self.release(&mut vals, b, fj, &requested);
+                    }
+                    if fj == j {
+                        break;
+                    }
                 }
                 continue;
             }
@@ -262,6 +410,10 @@ impl CpuNet {
             for &b in &l.bottoms {
                 self.release(&mut vals, b, li, &requested);
             }
+        }
+        // Kept transforms' buffers are reused within a run only (they are big: ~2.3x a map).
+        if let Ok(mut spare) = self.spare.lock() {
+            spare.clear();
         }
         cancel.check()?;
         if profile {
@@ -286,8 +438,9 @@ impl CpuNet {
         }
     }
 
-    /// Returns the layer's output values, and the index of a fused follower whose top they fill.
-    fn forward(&self, li: usize, l: &Layer, vals: &[Option<Val>], requested: &[bool]) -> Result<(Vec<Val>, Option<usize>)> {
+    /// Returns the layer's output values, and the index of the last fused follower (whose top they
+    /// fill; see [`Fusion`]).
+    fn forward(&self, li: usize, l: &Layer, vals: &[Option<Val>], requested: &[bool], kept: &mut Kept) -> Result<(Vec<Val>, Option<usize>)> {
         let get = |b: usize| -> Result<&Val> {
             vals[b].as_ref().ok_or_else(|| Error::new(Code::InvalidArgument, format!("blob '{}' is not available", self.net.blob_names[b])))
         };
@@ -309,13 +462,36 @@ impl CpuNet {
             }
             Op::Conv(c) => {
                 let x = get(*l.bottoms.first().ok_or_else(|| Error::new(Code::ModelInvalid, "no input"))?)?;
-                let fuse = self.fused[li].filter(|_| !requested[l.tops[0]]);
-                let base = self.epilogue[li].as_ref().expect("conv epilogue");
-                let ep = if fuse.is_some() { base.clone() } else { Epilogue { act: base.act, slope: None } };
+                // The conv's output shape, for checking residual operands.
+                let out_chw = x.chw().and_then(|(_, h, w)| reference::conv_geometry(c, w, h).ok()).map(|g| (c.num_output, g.out_h, g.out_w));
+                let mut slope = None;
+                let mut others: Vec<(f32, f32, Arc<Tensor>)> = Vec::new();
+                let mut last = None;
+                let mut cur = l.tops[0];
+                for (j, f) in &self.fusion[li].followers {
+                    if requested[cur] {
+                        break;
+                    }
+                    match f {
+                        Follower::Slope(s) => slope = Some(s.as_slice()),
+                        Follower::Residual { keep, add, other } => {
+                            let t = match vals[*other].as_ref().map(|v| v.materialize()) {
+                                Some(Ok(t)) if t.dims == 3 && Some((t.c, t.h, t.w)) == out_chw => t,
+                                _ => break,
+                            };
+                            others.push((*keep, *add, t));
+                        }
+                    }
+                    last = Some(*j);
+                    cur = self.net.layers[*j].tops[0];
+                }
+                let residual: Vec<Residual> = others.iter().map(|(keep, add, t)| Residual { keep: *keep, add: *add, other: &t.data }).collect();
                 let algo = self.algo[li].as_ref().expect("conv algorithm");
-                let out = self.pool.install(|| conv_forward(c, algo, x, &ep))?;
+                let kept_parts = self.kept_parts(li, c, algo, x, kept);
+                let kept_refs: Vec<Option<&winograd::TransformedInput>> = kept_parts.iter().map(|k| k.as_deref()).collect();
+                let out = self.pool.install(|| conv::conv_forward(c, algo, self.isa, x, slope, &residual, &kept_refs))?;
                 let v = Val::T(Arc::new(out));
-                match fuse {
+                match last {
                     Some(j) => Ok((vec![v], Some(j))),
                     None => single(v),
                 }
@@ -323,7 +499,7 @@ impl CpuNet {
             Op::Deconv(c) => {
                 let x = get(l.bottoms[0])?.materialize()?;
                 let packed = self.deconv[li].as_ref().expect("packed deconv");
-                let out = self.pool.install(|| deconv_forward(c, packed, &x))?;
+                let out = self.pool.install(|| conv::deconv_forward(c, packed, self.isa, &x))?;
                 single(Val::T(Arc::new(out)))
             }
             Op::Split => {
@@ -369,6 +545,38 @@ impl CpuNet {
     }
 }
 
+impl CpuNet {
+    /// For a Winograd conv: the kept input transform of each part of `x` that a later Winograd conv
+    /// reads too (made now if missing), or an empty list when nothing is kept for this layer.
+    fn kept_parts(&self, li: usize, c: &Conv, algo: &ConvAlgo, x: &Val, kept: &mut Kept) -> Vec<Option<Arc<winograd::TransformedInput>>> {
+        let Some(plan) = self.keep.parts.get(li) else { return Vec::new() };
+        let ConvAlgo::Winograd(p) = algo else { return Vec::new() };
+        let parts = x.parts();
+        if plan.len() != parts.len() || !plan.iter().any(|&(_, k)| k) {
+            return Vec::new();
+        }
+        let Some((_, h, w)) = x.chw() else { return Vec::new() };
+        let Ok(g) = reference::conv_geometry(c, w, h) else { return Vec::new() };
+        let key = self.pool.install(|| winograd::InputKey::new(c, p, w, h, g));
+        plan.iter()
+            .zip(parts)
+            .map(|(&(src, keep), t)| {
+                if !keep {
+                    return None;
+                }
+                if let Some(tv) = kept.get(&src).filter(|tv| tv.key() == key) {
+                    return Some(tv.clone());
+                }
+                let planes: Vec<&[f32]> = (0..t.c).map(|i| t.channel(i)).collect();
+                let buf = self.spare.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
+                let tv = Arc::new(self.pool.install(|| winograd::transform_input(key, &planes, buf)));
+                kept.insert(src, tv.clone());
+                Some(tv)
+            })
+            .collect()
+    }
+}
+
 impl Prepared for CpuNet {
     fn run(&self, inputs: &[(usize, &Tensor)], outputs: &[usize], cancel: &Cancel) -> Result<Vec<Tensor>> {
         self.run_inner(inputs, outputs, cancel)
@@ -383,304 +591,4 @@ fn validate_conv(l: &Layer, c: &Conv) -> Result<()> {
         bail!(Code::ModelInvalid, "layer {}: convolution weights do not match its shape", l.name);
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// convolution
-
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
-thread_local! {
-    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-#[inline]
-fn epilogue_row(row: &mut [f32], bias: f32, act: Activation, slope: Option<f32>) {
-    match (act, slope) {
-        (Activation::None, None) => {
-            if bias != 0.0 {
-                row.iter_mut().for_each(|v| *v += bias);
-            }
-        }
-        (Activation::None, Some(s)) => row.iter_mut().for_each(|v| {
-            let t = *v + bias;
-            *v = if t < 0.0 { t * s } else { t };
-        }),
-        (Activation::Relu, None) => row.iter_mut().for_each(|v| *v = (*v + bias).max(0.0)),
-        (Activation::LeakyRelu(s), None) => row.iter_mut().for_each(|v| {
-            let t = *v + bias;
-            *v = if t < 0.0 { t * s } else { t };
-        }),
-        (a, s) => row.iter_mut().for_each(|v| {
-            let t = a.apply(*v + bias);
-            *v = match s {
-                Some(s) if t < 0.0 => t * s,
-                _ => t,
-            };
-        }),
-    }
-}
-
-/// Fill `buf` (K x N, row-major, N = rows * out_w) with the im2col of output rows [y0, y1) for
-/// the input planes `planes` (one group's channels).
-#[allow(clippy::too_many_arguments)]
-fn im2col_rows(c: &Conv, planes: &[&[f32]], w: usize, h: usize, pl: usize, pt: usize, ow: usize, y0: usize, y1: usize, buf: &mut [f32]) {
-    let n = (y1 - y0) * ow;
-    let (kh, kw) = (c.kernel_h, c.kernel_w);
-    let pv = c.pad_value;
-    for (ic, plane) in planes.iter().enumerate() {
-        for ky in 0..kh {
-            for kx in 0..kw {
-                let k = (ic * kh + ky) * kw + kx;
-                let dst = &mut buf[k * n..(k + 1) * n];
-                let xoff = (kx * c.dilation_w) as isize - pl as isize;
-                // ox range whose input column is inside [0, w)
-                let (lo, hi) = if c.stride_w == 1 {
-                    let lo = (-xoff).clamp(0, ow as isize) as usize;
-                    let hi = (w as isize - xoff).clamp(lo as isize, ow as isize) as usize;
-                    (lo, hi)
-                } else {
-                    (0, 0)
-                };
-                for oy in y0..y1 {
-                    let seg = &mut dst[(oy - y0) * ow..(oy - y0 + 1) * ow];
-                    let iy = (oy * c.stride_h + ky * c.dilation_h) as isize - pt as isize;
-                    if iy < 0 || iy >= h as isize {
-                        seg.fill(pv);
-                        continue;
-                    }
-                    let row = &plane[iy as usize * w..(iy as usize + 1) * w];
-                    if c.stride_w == 1 {
-                        seg[..lo].fill(pv);
-                        let s0 = (lo as isize + xoff) as usize;
-                        seg[lo..hi].copy_from_slice(&row[s0..s0 + (hi - lo)]);
-                        seg[hi..].fill(pv);
-                    } else {
-                        for (ox, d) in seg.iter_mut().enumerate() {
-                            let ix = (ox * c.stride_w) as isize + xoff;
-                            *d = if ix < 0 || ix >= w as isize { pv } else { row[ix as usize] };
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn conv_forward(c: &Conv, algo: &ConvAlgo, x: &Val, ep: &Epilogue) -> Result<Tensor> {
-    let (cin, h, w) = match x.chw() {
-        Some(s) => s,
-        None => bail!(Code::InvalidArgument, "convolution needs a 3-D input"),
-    };
-    if cin != c.num_input {
-        bail!(Code::InvalidArgument, "convolution expects {} input channels, got {cin}", c.num_input);
-    }
-    let g = reference::conv_geometry(c, w, h)?;
-    let (oh, ow) = (g.out_h, g.out_w);
-    let plane = oh * ow;
-    let planes = x.planes();
-    let mut out = Tensor::zeros(c.num_output, oh, ow);
-    if c.group == c.num_input && c.group == c.num_output {
-        depthwise(c, &planes, w, h, g, &mut out, ep);
-        return Ok(out);
-    }
-    if let ConvAlgo::Winograd(p) = algo {
-        winograd::forward(c, p, &planes, w, h, g, &mut out, ep);
-        return Ok(out);
-    }
-    let (ipg, opg) = (c.in_per_group(), c.out_per_group());
-    let k = ipg * c.kernel_h * c.kernel_w;
-    // Rows per block: bounded scratch, and enough blocks to keep every thread busy.
-    let threads = rayon::current_num_threads().max(1);
-    let by_budget = (IM2COL_BUDGET / k.max(1) / ow.max(1)).max(1);
-    let by_threads = oh.div_ceil(threads * 4).max(1);
-    let rows = by_budget.min(by_threads).min(oh).max(1);
-    let nblocks = oh.div_ceil(rows);
-    let direct_1x1 = c.kernel_w == 1 && c.kernel_h == 1 && c.stride_w == 1 && c.stride_h == 1 && g.pad_left == 0 && g.pad_top == 0 && oh == h && ow == w;
-    let dst = SendPtr(out.data.as_mut_ptr());
-    let weight = &c.weight;
-    let bias = c.bias.as_deref();
-    (0..nblocks).into_par_iter().for_each(|bi| {
-        let dst = dst;
-        let y0 = bi * rows;
-        let y1 = (y0 + rows).min(oh);
-        let n = (y1 - y0) * ow;
-        SCRATCH.with(|s| {
-            let mut buf = s.borrow_mut();
-            for grp in 0..c.group {
-                let gplanes = &planes[grp * ipg..(grp + 1) * ipg];
-                // rhs: K x N with row stride rs
-                let (rhs, rhs_rs): (*const f32, isize) = if direct_1x1 && gplanes.windows(2).all(|p| {
-                    p[1].as_ptr() as usize == p[0].as_ptr() as usize + p[0].len() * 4
-                }) {
-                    (unsafe { gplanes[0].as_ptr().add(y0 * w) }, (h * w) as isize)
-                } else {
-                    if buf.len() < k * n {
-                        buf.resize(k * n, 0.0);
-                    }
-                    im2col_rows(c, gplanes, w, h, g.pad_left, g.pad_top, ow, y0, y1, &mut buf[..k * n]);
-                    (buf.as_ptr(), n as isize)
-                };
-                let o0 = grp * opg;
-                unsafe {
-                    let d = dst.0.add(o0 * plane + y0 * ow);
-                    gemm::gemm(
-                        opg,
-                        n,
-                        k,
-                        d,
-                        1,
-                        plane as isize,
-                        false,
-                        weight.as_ptr().add(o0 * k),
-                        1,
-                        k as isize,
-                        rhs,
-                        1,
-                        rhs_rs,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        Parallelism::None,
-                    );
-                }
-                for o in o0..o0 + opg {
-                    let row = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane + y0 * ow), n) };
-                    let s = ep.slope.as_ref().map(|s| if s.len() == 1 { s[0] } else { s[o] });
-                    epilogue_row(row, bias.map(|b| b[o]).unwrap_or(0.0), ep.act, s);
-                }
-            }
-        });
-    });
-    Ok(out)
-}
-
-fn depthwise(c: &Conv, planes: &[&[f32]], w: usize, h: usize, g: reference::ConvGeometry, out: &mut Tensor, ep: &Epilogue) {
-    let (oh, ow) = (g.out_h, g.out_w);
-    let (kh, kw) = (c.kernel_h, c.kernel_w);
-    out.data.par_chunks_mut(oh * ow).enumerate().for_each(|(ch, dst)| {
-        let wt = &c.weight[ch * kh * kw..(ch + 1) * kh * kw];
-        let src = planes[ch];
-        for oy in 0..oh {
-            for ox in 0..ow {
-                let mut s = 0.0;
-                for ky in 0..kh {
-                    let iy = (oy * c.stride_h + ky * c.dilation_h) as isize - g.pad_top as isize;
-                    for kx in 0..kw {
-                        let ix = (ox * c.stride_w + kx * c.dilation_w) as isize - g.pad_left as isize;
-                        let v = if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
-                            c.pad_value
-                        } else {
-                            src[iy as usize * w + ix as usize]
-                        };
-                        s += v * wt[ky * kw + kx];
-                    }
-                }
-                dst[oy * ow + ox] = s;
-            }
-        }
-        let sl = ep.slope.as_ref().map(|s| if s.len() == 1 { s[0] } else { s[ch] });
-        epilogue_row(dst, c.bias.as_ref().map(|b| b[ch]).unwrap_or(0.0), ep.act, sl);
-    });
-}
-
-// ---------------------------------------------------------------------------------------------
-// deconvolution: col = W^T x in (GEMM), then scatter-add col into the full output
-
-fn pack_deconv(c: &Conv) -> PackedDeconv {
-    let (ipg, opg) = (c.in_per_group(), c.out_per_group());
-    let kk = c.kernel_h * c.kernel_w;
-    let mut wt = vec![0.0; c.num_output * kk * ipg];
-    // group g: rows (o_local * kk + r), cols i_local
-    for grp in 0..c.group {
-        let base = grp * opg * kk * ipg;
-        for ol in 0..opg {
-            let o = grp * opg + ol;
-            for i in 0..ipg {
-                for r in 0..kk {
-                    wt[base + (ol * kk + r) * ipg + i] = c.weight[(o * ipg + i) * kk + r];
-                }
-            }
-        }
-    }
-    PackedDeconv { wt }
-}
-
-fn deconv_forward(c: &Conv, p: &PackedDeconv, x: &Tensor) -> Result<Tensor> {
-    if x.dims != 3 || x.c != c.num_input {
-        bail!(Code::InvalidArgument, "deconvolution expects {} input channels, got {}", c.num_input, x.shape_string());
-    }
-    let (full_w, full_h, cut_l, cut_t, ow, oh) = reference::deconv_geometry(c, x.w, x.h)?;
-    let (ipg, opg) = (c.in_per_group(), c.out_per_group());
-    let (kh, kw) = (c.kernel_h, c.kernel_w);
-    let kk = kh * kw;
-    let (h, w) = (x.h, x.w);
-    let m = opg * kk;
-    let rows = (IM2COL_BUDGET / (m * w).max(1)).clamp(1, h);
-    let mut full = vec![0.0f32; c.num_output * full_h * full_w];
-    let mut col = vec![0.0f32; m * rows * w];
-    let threads = rayon::current_num_threads();
-    for grp in 0..c.group {
-        let mut y0 = 0;
-        while y0 < h {
-            let y1 = (y0 + rows).min(h);
-            let n = (y1 - y0) * w;
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    ipg,
-                    col.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    p.wt.as_ptr().add(grp * m * ipg),
-                    1,
-                    ipg as isize,
-                    x.data.as_ptr().add(grp * ipg * h * w + y0 * w),
-                    1,
-                    (h * w) as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    if threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None },
-                );
-            }
-            // scatter: channels are independent
-            let fp = full_h * full_w;
-            full[grp * opg * fp..(grp + 1) * opg * fp].par_chunks_mut(fp).enumerate().for_each(|(ol, dst)| {
-                for r in 0..kk {
-                    let (ky, kx) = (r / kw, r % kw);
-                    let src = &col[(ol * kk + r) * n..(ol * kk + r + 1) * n];
-                    for y in y0..y1 {
-                        let fy = y * c.stride_h + ky * c.dilation_h;
-                        let drow = &mut dst[fy * full_w..(fy + 1) * full_w];
-                        let srow = &src[(y - y0) * w..(y - y0 + 1) * w];
-                        for (xx, &v) in srow.iter().enumerate() {
-                            drow[xx * c.stride_w + kx * c.dilation_w] += v;
-                        }
-                    }
-                }
-            });
-            y0 = y1;
-        }
-    }
-    let mut out = Tensor::zeros(c.num_output, oh, ow);
-    out.data.par_chunks_mut(oh * ow).enumerate().for_each(|(o, dst)| {
-        let b = c.bias.as_ref().map(|b| b[o]).unwrap_or(0.0);
-        for y in 0..oh {
-            let src = &full[(o * full_h + y + cut_t) * full_w + cut_l..][..ow];
-            let d = &mut dst[y * ow..(y + 1) * ow];
-            d.copy_from_slice(src);
-            epilogue_row(d, b, c.activation, None);
-        }
-    });
-    Ok(out)
 }

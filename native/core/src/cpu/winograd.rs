@@ -1,22 +1,34 @@
 //! Winograd F(4x4, 3x3) convolution for 3x3, stride-1, dilation-1, ungrouped convs (the bulk of
 //! every SR network here): 36 multiplies per 4x4 output tile and channel pair instead of 144.
+//! This file: packing, the block loop, the gather of input rows, and kept input transforms; the
+//! transforms themselves are in [`super::wtransform`], the products in [`super::wgemm`].
 //!
-//! Per block of up to [`CHUNK`] tiles along one tile row:
-//! 1. input transform V = B^T d B of each 6x6 input patch, laid out `V[pos][ic][tile]`;
-//! 2. 36 GEMMs `M[pos] (oc x tiles) = U[pos] (oc x ic) * V[pos] (ic x tiles)` (the `gemm` crate),
-//!    where U = G g G^T are the transformed weights, packed once at prepare time as `U[pos][oc][ic]`;
+//! Per block of up to [`CHUNK`] tiles along one tile row ([`InputKey`] fixes the cut):
+//! 1. input transform V = B^T d B of each 6x6 input patch, laid out `V[pos][ic][tile]` (the rows
+//!    are gathered de-interleaved by phase; the next channel's rows are prefetched);
+//! 2. 36 GEMMs `M[pos] (oc x tiles) = U[pos] (oc x ic) * V[pos] (ic x tiles)`, where U = G g G^T
+//!    are the transformed weights, packed once at prepare time in the micro-kernel's order;
 //! 3. inverse transform Y = A^T M A of each tile, written to the output, then the fused epilogue.
 //!
-//! The transforms run along the tile axis (contiguous), so they vectorise; they are compiled twice,
-//! plainly and with AVX2+FMA, and the latter is picked at run time when the CPU has it.
+//! The input channels come as [`Source`]s: planes transformed block by block, or a
+//! [`TransformedInput`] a dense block kept from an earlier conv that read the same tensor (made
+//! by [`transform_input`] for the whole map); the GEMM's inner dimension walks the sources in order.
+//!
+//! The tile count of a block is padded to the ISA's vector width (`tp`; the pad tiles read the pad
+//! value and their results are dropped), so every loop runs on whole vectors. Everything here is
+//! compiled once per ISA level (plain, AVX2+FMA, AVX-512F) and the backend's level picks one.
 //! Matrices (Lavin & Gray, points 0, +-1, +-2, inf). In f32 the error relative to direct
-//! convolution is ~1e-6 of the output scale for these networks (see the tests below).
+//! convolution is ~1e-6 of the output scale for these networks (see the tests below and
+//! tests/cpu_isa.rs).
 
-use super::{epilogue_row, Epilogue, SendPtr};
+use super::epilogue::RowOps;
+use super::isa::Isa;
+use super::wgemm::{self, Layout, Path};
+use super::wtransform::{gather_rows, input_transform, output_transform, prefetch_rows, Geo};
+use super::SendPtr;
 use crate::ncnn::model::Conv;
 use crate::reference::ConvGeometry;
 use crate::tensor::Tensor;
-use gemm::Parallelism;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -25,11 +37,14 @@ const POS: usize = 36;
 /// faster than 32 (fewer, larger GEMM calls) on Zen 3.
 const CHUNK: usize = 64;
 
-/// Transformed weights, `U[pos][oc][ic]`.
+/// Transformed weights, packed by [`wgemm::pack_a`] for `isa`: per position, `ocp x ic`.
 pub struct Packed {
     u: Vec<f32>,
     ic: usize,
     oc: usize,
+    /// `oc` rounded up to the micro-kernel's row block.
+    ocp: usize,
+    path: Path,
 }
 
 /// Whether a conv can (and should) run as Winograd F(4x4, 3x3).
@@ -45,7 +60,12 @@ pub fn applies(c: &Conv) -> bool {
         && c.num_output >= 8
 }
 
-pub fn pack(c: &Conv) -> Packed {
+pub fn pack(c: &Conv, isa: Isa) -> Packed {
+    pack_for(c, Path::of(isa))
+}
+
+/// [`pack`] for a given kernel path (tests use [`Path::Portable16`]).
+pub fn pack_for(c: &Conv, path: Path) -> Packed {
     const G: [[f64; 3]; 6] = [
         [1.0 / 4.0, 0.0, 0.0],
         [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
@@ -74,317 +94,228 @@ pub fn pack(c: &Conv) -> Packed {
             }
         }
     }
-    Packed { u, ic, oc }
+    let l = Layout::for_rows(path, oc);
+    Packed { u: wgemm::pack_a(&u, POS, oc, ic, l), ic, oc, ocp: l.rows_padded(oc), path }
 }
 
 thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Run the conv: `planes` are the input channels (h x w each), `out` is num_output x out_h x out_w.
-#[allow(clippy::too_many_arguments)]
-pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ep: &Epilogue) {
-    let (ic, oc) = (p.ic, p.oc);
-    let (oh, ow) = (g.out_h, g.out_w);
-    let (th, tw) = (oh.div_ceil(4), ow.div_ceil(4));
-    // Fixed-size chunks (the last one shorter): the GEMM's tile dimension stays a multiple of the
-    // micro-kernel's 16 rows for all but the last chunk of a row (measured ~15% better than balanced).
-    let chunk = CHUNK.min(tw);
-    let nchunks = tw.div_ceil(chunk);
-    let dst = SendPtr(out.data.as_mut_ptr());
-    let geo = Geo { w, h, pl: g.pad_left, pt: g.pad_top, pv: c.pad_value };
-    let bias = c.bias.as_deref();
-    (0..th * nchunks).into_par_iter().for_each(|bi| {
+/// Tiles per block along a tile row: [`CHUNK`] (or `LUCENT_CPU_WINO_CHUNK`, for measurements), cut
+/// down so that there are at least 4 blocks per thread when the map is small, never below one
+/// vector of tiles; rounded to whole vectors so only a row's last block carries pad tiles.
+fn chunk_tiles(tw: usize, th: usize, lanes: usize) -> usize {
+    use std::sync::OnceLock;
+    static CH: OnceLock<usize> = OnceLock::new();
+    let base = *CH.get_or_init(|| std::env::var("LUCENT_CPU_WINO_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&v| v > 0).unwrap_or(CHUNK));
+    let threads = rayon::current_num_threads().max(1);
+    let mut chunk = base.min(tw);
+    while chunk > lanes && th * tw.div_ceil(chunk) < 4 * threads {
+        chunk = (chunk / 2).max(lanes);
+    }
+    if chunk < tw {
+        chunk = chunk.div_ceil(lanes) * lanes;
+    }
+    chunk.min(tw).max(1)
+}
+
+/// Everything that fixes how a map is cut into blocks and transformed: a transformed input can be
+/// reused by a conv with the same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputKey {
+    w: usize,
+    h: usize,
+    oh: usize,
+    ow: usize,
+    pl: usize,
+    pt: usize,
+    pv_bits: u32,
+    chunk: usize,
+    path: Path,
+}
+
+impl InputKey {
+    pub fn new(c: &Conv, p: &Packed, w: usize, h: usize, g: ConvGeometry) -> InputKey {
+        let (oh, ow) = (g.out_h, g.out_w);
+        let chunk = chunk_tiles(ow.div_ceil(4), oh.div_ceil(4), Layout::of(p.path).lanes);
+        InputKey { w, h, oh, ow, pl: g.pad_left, pt: g.pad_top, pv_bits: c.pad_value.to_bits(), chunk, path: p.path }
+    }
+    fn tiles(&self) -> (usize, usize) {
+        (self.oh.div_ceil(4), self.ow.div_ceil(4))
+    }
+    fn nchunks(&self) -> usize {
+        self.tiles().1.div_ceil(self.chunk)
+    }
+    fn blocks(&self) -> usize {
+        self.tiles().0 * self.nchunks()
+    }
+    /// (tile row, first tile, tiles, padded tiles) of block `bi`.
+    fn block(&self, bi: usize) -> (usize, usize, usize, usize) {
+        let n = self.nchunks();
+        let (tr, k0) = (bi / n, (bi % n) * self.chunk);
+        let t = (k0 + self.chunk).min(self.tiles().1) - k0;
+        (tr, k0, t, Layout::of(self.path).tiles_padded(t))
+    }
+    fn geo(&self) -> Geo {
+        Geo { w: self.w, h: self.h, pl: self.pl, pt: self.pt, pv: f32::from_bits(self.pv_bits) }
+    }
+}
+
+/// The input transform `V[pos][c][tile]` of some channels for every block of a map, kept while
+/// later convs read the same channels (RRDB dense blocks: each conv reads all earlier outputs of its
+/// block, so most of its input was transformed before).
+pub struct TransformedInput {
+    key: InputKey,
+    channels: usize,
+    data: Vec<f32>,
+    /// Start of each block's `[pos][c][tp]` array in `data`.
+    offsets: Vec<usize>,
+}
+
+impl TransformedInput {
+    pub fn key(&self) -> InputKey {
+        self.key
+    }
+    /// The buffer, for reuse by a later [`transform_input`].
+    pub fn into_buffer(self) -> Vec<f32> {
+        self.data
+    }
+}
+
+/// Transform `planes` for every block of `key` (in parallel over blocks), into `buf` (a buffer of
+/// an earlier transform, so big maps do not pay for fresh zeroed pages every time).
+pub fn transform_input(key: InputKey, planes: &[&[f32]], buf: Vec<f32>) -> TransformedInput {
+    let ch = planes.len();
+    let mut offsets = Vec::with_capacity(key.blocks() + 1);
+    let mut total = 0;
+    for bi in 0..key.blocks() {
+        offsets.push(total);
+        total += POS * ch * key.block(bi).3;
+    }
+    let mut data = buf;
+    // Every element is written below; resize only zero-fills growth.
+    data.resize(total, 0.0);
+    let dst = SendPtr(data.as_mut_ptr());
+    let geo = key.geo();
+    (0..key.blocks()).into_par_iter().for_each(|bi| {
         let dst = dst;
-        let tr = bi / nchunks;
-        let k0 = (bi % nchunks) * chunk;
-        let k1 = (k0 + chunk).min(tw);
-        let t = k1 - k0;
+        let (tr, k0, t, tp) = key.block(bi);
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            let rows_len = 6 * 4 * (t + 1);
-            let need = rows_len + 56 * t + POS * ic * t + POS * oc * t;
+            let rows_len = 6 * 4 * (tp + 1);
+            if s.len() < rows_len {
+                s.resize(rows_len, 0.0);
+            }
+            // SAFETY: blocks own disjoint [offsets[bi], +36 ch tp) ranges of data.
+            let v = unsafe { dst.0.add(offsets[bi]) };
+            transform_block(key.path, planes, &geo, tr, k0, t, tp, &mut s[..rows_len], v);
+        });
+    });
+    TransformedInput { key, channels: ch, data, offsets }
+}
+
+/// Gather and transform `planes` for one block into `v` (`[pos][planes.len()][tp]`).
+#[allow(clippy::too_many_arguments)]
+fn transform_block(path: Path, planes: &[&[f32]], geo: &Geo, tr: usize, k0: usize, t: usize, tp: usize, rows: &mut [f32], v: *mut f32) {
+    let ch = planes.len();
+    for (i, plane) in planes.iter().enumerate() {
+        if let Some(next) = planes.get(i + 1) {
+            prefetch_rows(next, geo, tr, k0, t);
+        }
+        gather_rows(path.isa(), plane, geo, tr, k0, tp, rows);
+        // SAFETY: rows holds 24 (tp + 1) floats, v 36 ch tp; the path's ISA is supported.
+        unsafe { input_transform(path, rows.as_ptr(), v, i, ch, tp) };
+    }
+}
+
+/// Where a run of input channels comes from: planes to transform now, or a kept transform.
+pub enum Source<'a> {
+    Planes(Vec<&'a [f32]>),
+    Transformed(&'a TransformedInput),
+}
+
+/// Run the conv: `sources` are the input channels in order (h x w each, or transformed already with
+/// this conv's [`InputKey`]), `out` is num_output x out_h x out_w.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(c: &Conv, p: &Packed, sources: &[Source], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+    let (ic, oc, ocp) = (p.ic, p.oc, p.ocp);
+    let (oh, ow) = (g.out_h, g.out_w);
+    let key = InputKey::new(c, p, w, h, g);
+    let geo = key.geo();
+    let path = p.path;
+    let fresh: usize = sources.iter().map(|s| if let Source::Planes(ps) = s { ps.len() } else { 0 }).sum();
+    let total: usize = sources.iter().map(|s| if let Source::Transformed(t) = s { t.channels } else { 0 }).sum::<usize>() + fresh;
+    assert_eq!(total, ic, "winograd sources cover the input channels");
+    for s in sources {
+        if let Source::Transformed(t) = s {
+            assert_eq!(t.key, key, "a kept input transform is reused with its own geometry only");
+        }
+    }
+    let dst = SendPtr(out.data.as_mut_ptr());
+    (0..key.blocks()).into_par_iter().for_each(|bi| {
+        let dst = dst;
+        let (tr, k0, t, tp) = key.block(bi);
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let rows_len = 6 * 4 * (tp + 1);
+            let need = rows_len + 16 * tp + POS * fresh * tp + POS * ocp * tp;
             if s.len() < need {
                 s.resize(need, 0.0);
             }
             let (rows, rest) = s.split_at_mut(rows_len);
-            let (hbuf, rest) = rest.split_at_mut(56 * t);
-            let (v, rest) = rest.split_at_mut(POS * ic * t);
-            let m = &mut rest[..POS * oc * t];
-            for (i, plane) in planes.iter().enumerate() {
-                gather_rows(plane, &geo, tr, k0, t, rows);
-                input_transform(rows, hbuf, v, i, ic, t);
-            }
-            for pos in 0..POS {
-                unsafe {
-                    gemm::gemm(
-                        oc,
-                        t,
-                        ic,
-                        m.as_mut_ptr().add(pos * oc * t),
-                        1,
-                        t as isize,
-                        false,
-                        p.u.as_ptr().add(pos * oc * ic),
-                        1,
-                        ic as isize,
-                        v.as_ptr().add(pos * ic * t),
-                        1,
-                        t as isize,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        Parallelism::None,
-                    );
+            let (ybuf, rest) = rest.split_at_mut(16 * tp);
+            let (v, rest) = rest.split_at_mut(POS * fresh * tp);
+            let m = &mut rest[..POS * ocp * tp];
+            let mut segs = Vec::with_capacity(sources.len());
+            let mut off = 0;
+            for src in sources {
+                match src {
+                    Source::Planes(ps) => {
+                        let vp = v[off..].as_mut_ptr();
+                        transform_block(path, ps, &geo, tr, k0, t, tp, rows, vp);
+                        segs.push(wgemm::Seg { ptr: vp as *const f32, k: ps.len(), pos_stride: ps.len() * tp });
+                        off += POS * ps.len() * tp;
+                    }
+                    Source::Transformed(tv) => {
+                        let ptr = tv.data[tv.offsets[bi]..].as_ptr();
+                        segs.push(wgemm::Seg { ptr, k: tv.channels, pos_stride: tv.channels * tp });
+                    }
                 }
             }
+            let batch = wgemm::Batch {
+                npos: POS,
+                rows: ocp,
+                k: ic,
+                tp,
+                a: p.u.as_ptr(),
+                a_stride: ocp * ic,
+                b: &segs,
+                ldb: tp,
+                c: m.as_mut_ptr(),
+                c_stride: ocp * tp,
+                ldc: tp,
+            };
+            // SAFETY: u holds POS packed ocp x ic panels, each segment POS k x tp, m POS ocp x tp;
+            // the backend only pins an ISA the CPU supports, and `pack` used the same one.
+            unsafe { wgemm::run(path, &batch) };
             let oy0 = tr * 4;
             let rows_out = (oh - oy0).min(4);
             let ox0 = k0 * 4;
             let cols = (ow - ox0).min(4 * t);
             for o in 0..oc {
-                let (work, ybuf) = hbuf.split_at_mut(40 * t);
-                output_transform(m, o, oc, t, work, ybuf);
-                let b = bias.map(|b| b[o]).unwrap_or(0.0);
-                let sl = ep.slope.as_ref().map(|s| if s.len() == 1 { s[0] } else { s[o] });
+                // SAFETY: m holds 36 ocp tp floats, ybuf 16 tp.
+                unsafe { output_transform(path, m.as_ptr(), o, ocp, tp, ybuf.as_mut_ptr()) };
                 for r in 0..rows_out {
-                    let seg = unsafe { std::slice::from_raw_parts_mut(dst.0.add((o * oh + oy0 + r) * ow + ox0), cols) };
-                    seg.copy_from_slice(&ybuf[r * 4 * t..r * 4 * t + cols]);
-                    epilogue_row(seg, b, ep.act, sl);
+                    let off = (oy0 + r) * ow + ox0;
+                    // SAFETY: blocks write disjoint (rows, cols) ranges of each output plane.
+                    let seg = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * oh * ow + off), cols) };
+                    seg.copy_from_slice(&ybuf[r * 4 * tp..r * 4 * tp + cols]);
+                    ops.apply(o, off, seg);
                 }
             }
         });
     });
-}
-
-struct Geo {
-    w: usize,
-    h: usize,
-    pl: usize,
-    pt: usize,
-    pv: f32,
-}
-
-/// The 6 input rows of tile row `tr`, tiles [k0, k0 + t), de-interleaved by phase:
-/// `rows[(r * 4 + l) * (t + 1) + k] = in[4 tr + r - pt][4 (k0 + k) + l - pl]` (pad value outside).
-fn gather_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
-    let n = t + 1;
-    for r in 0..6 {
-        let iy = (tr * 4 + r) as isize - geo.pt as isize;
-        let dst = &mut rows[r * 4 * n..(r + 1) * 4 * n];
-        if iy < 0 || iy >= geo.h as isize {
-            dst.fill(geo.pv);
-            continue;
-        }
-        let src = &plane[iy as usize * geo.w..(iy as usize + 1) * geo.w];
-        let x0 = (k0 * 4) as isize - geo.pl as isize;
-        // k range whose whole 4-wide group is inside the row
-        let inside = |k: usize| {
-            let x = x0 + 4 * k as isize;
-            x >= 0 && x + 4 <= geo.w as isize
-        };
-        #[cfg(target_arch = "x86_64")]
-        let simd = has_avx2_fma();
-        #[cfg(not(target_arch = "x86_64"))]
-        let simd = false;
-        let mut k = 0;
-        while k < n {
-            let x = x0 + 4 * k as isize;
-            #[cfg(target_arch = "x86_64")]
-            if simd && k + 8 <= n && inside(k) && inside(k + 7) {
-                // 8 tiles (32 floats) at once.
-                // SAFETY: AVX2 is present; src[x..x + 32] is in bounds (inside(k + 7)), and
-                // dst[l * n + k..+8] for l < 4 is in bounds since k + 8 <= n.
-                unsafe { deinterleave8_avx2(src[x as usize..x as usize + 32].as_ptr(), dst.as_mut_ptr().add(k), n) };
-                k += 8;
-                continue;
-            }
-            let _ = simd;
-            if inside(k) {
-                let s = &src[x as usize..x as usize + 4];
-                for l in 0..4 {
-                    dst[l * n + k] = s[l];
-                }
-            } else {
-                for l in 0..4 {
-                    let xi = x + l as isize;
-                    dst[l * n + k] = if xi >= 0 && xi < geo.w as isize { src[xi as usize] } else { geo.pv };
-                }
-            }
-            k += 1;
-        }
-    }
-}
-
-/// `dst[l * n + j] = src[4 j + l]` for l in 0..4, j in 0..8.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn deinterleave8_avx2(src: *const f32, dst: *mut f32, n: usize) {
-    use std::arch::x86_64::*;
-    let a = _mm256_loadu_ps(src);
-    let b = _mm256_loadu_ps(src.add(8));
-    let c = _mm256_loadu_ps(src.add(16));
-    let d = _mm256_loadu_ps(src.add(24));
-    let t0 = _mm256_unpacklo_ps(a, b); // a0 b0 a1 b1 | a4 b4 a5 b5
-    let t1 = _mm256_unpackhi_ps(a, b); // a2 b2 a3 b3 | a6 b6 a7 b7
-    let t2 = _mm256_unpacklo_ps(c, d);
-    let t3 = _mm256_unpackhi_ps(c, d);
-    // Phase l of tiles in the order 0 2 4 6 1 3 5 7, then put back in order.
-    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    let p0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0x44>(t0, t2), order);
-    let p1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0xEE>(t0, t2), order);
-    let p2 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0x44>(t1, t3), order);
-    let p3 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0xEE>(t1, t3), order);
-    _mm256_storeu_ps(dst, p0);
-    _mm256_storeu_ps(dst.add(n), p1);
-    _mm256_storeu_ps(dst.add(2 * n), p2);
-    _mm256_storeu_ps(dst.add(3 * n), p3);
-}
-
-fn input_transform(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA (checked above).
-            unsafe { input_transform_avx2(rows, hbuf, v, i, ic, t) };
-            return;
-        }
-    }
-    input_transform_body(rows, hbuf, v, i, ic, t)
-}
-
-fn output_transform(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA (checked above).
-            unsafe { output_transform_avx2(m, o, oc, t, work, y) };
-            return;
-        }
-    }
-    output_transform_body(m, o, oc, t, work, y)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn input_transform_avx2(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    input_transform_body(rows, hbuf, v, i, ic, t)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn output_transform_avx2(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    output_transform_body(m, o, oc, t, work, y)
-}
-
-/// B^T applied to six inputs (one column or row of a 6x6 patch), element-wise over tiles.
-#[inline(always)]
-fn bt6(d: [&[f32]; 6], out: [&mut [f32]; 6], t: usize) {
-    let [o0, o1, o2, o3, o4, o5] = out;
-    let (d0, d1, d2, d3, d4, d5) = (&d[0][..t], &d[1][..t], &d[2][..t], &d[3][..t], &d[4][..t], &d[5][..t]);
-    let (o0, o1, o2, o3, o4, o5) = (&mut o0[..t], &mut o1[..t], &mut o2[..t], &mut o3[..t], &mut o4[..t], &mut o5[..t]);
-    for k in 0..t {
-        let (a0, a1, a2, a3, a4, a5) = (d0[k], d1[k], d2[k], d3[k], d4[k], d5[k]);
-        o0[k] = 4.0 * a0 - 5.0 * a2 + a4;
-        o1[k] = -4.0 * (a1 + a2) + (a3 + a4);
-        o2[k] = 4.0 * (a1 - a2) + (a4 - a3);
-        o3[k] = 2.0 * (a3 - a1) + (a4 - a2);
-        o4[k] = 2.0 * (a1 - a3) + (a4 - a2);
-        o5[k] = 4.0 * a1 - 5.0 * a3 + a5;
-    }
-}
-
-/// V[pos][i][k] for channel `i` from its de-interleaved rows.
-#[inline(always)]
-fn input_transform_body(rows: &[f32], hbuf: &mut [f32], v: &mut [f32], i: usize, ic: usize, t: usize) {
-    let n = t + 1;
-    // Horizontal pass on each of the 6 rows: the patch column l of tile k is phase l % 4 at k + l / 4.
-    for r in 0..6 {
-        let ph = |l: usize| &rows[(r * 4 + l % 4) * n + l / 4..];
-        let (h0, rest) = hbuf[r * 6 * t..(r + 1) * 6 * t].split_at_mut(t);
-        let (h1, rest) = rest.split_at_mut(t);
-        let (h2, rest) = rest.split_at_mut(t);
-        let (h3, rest) = rest.split_at_mut(t);
-        let (h4, h5) = rest.split_at_mut(t);
-        bt6([ph(0), ph(1), ph(2), ph(3), ph(4), ph(5)], [h0, h1, h2, h3, h4, h5], t);
-    }
-    // Vertical pass for each column j: V[(r' * 6 + j)][i][k].
-    for j in 0..6 {
-        let src = |r: usize| &hbuf[(r * 6 + j) * t..(r * 6 + j + 1) * t];
-        let d = [src(0), src(1), src(2), src(3), src(4), src(5)];
-        // Six destinations, pos = r' * 6 + j, each a distinct slice of v.
-        let base = |rp: usize| ((rp * 6 + j) * ic + i) * t;
-        let mut outs: [&mut [f32]; 6] = Default::default();
-        let mut rest: &mut [f32] = v;
-        let mut taken = 0;
-        for (rp, slot) in outs.iter_mut().enumerate() {
-            let start = base(rp) - taken;
-            let tmp = std::mem::take(&mut rest);
-            let (_, tail) = tmp.split_at_mut(start);
-            let (s, tail) = tail.split_at_mut(t);
-            *slot = s;
-            rest = tail;
-            taken = base(rp) + t;
-        }
-        bt6(d, outs, t);
-    }
-}
-
-/// A^T applied to six values, element-wise over tiles: four outputs.
-#[inline(always)]
-fn at6(d: [&[f32]; 6], out: [&mut [f32]; 4], t: usize) {
-    let [o0, o1, o2, o3] = out;
-    let (d0, d1, d2, d3, d4, d5) = (&d[0][..t], &d[1][..t], &d[2][..t], &d[3][..t], &d[4][..t], &d[5][..t]);
-    let (o0, o1, o2, o3) = (&mut o0[..t], &mut o1[..t], &mut o2[..t], &mut o3[..t]);
-    for k in 0..t {
-        let (a0, a1, a2, a3, a4, a5) = (d0[k], d1[k], d2[k], d3[k], d4[k], d5[k]);
-        let (p12, m12, p34, m34) = (a1 + a2, a1 - a2, a3 + a4, a3 - a4);
-        o0[k] = a0 + p12 + p34;
-        o1[k] = m12 + 2.0 * m34;
-        o2[k] = p12 + 4.0 * p34;
-        o3[k] = m12 + 8.0 * m34 + a5;
-    }
-}
-
-/// Output rows of channel `o` for the block, interleaved: `y[r * 4t + 4k + q]`, r, q in 0..4.
-/// `work` holds 40 t floats.
-#[inline(always)]
-fn output_transform_body(m: &[f32], o: usize, oc: usize, t: usize, work: &mut [f32], y: &mut [f32]) {
-    let (cols, s) = work[..40 * t].split_at_mut(24 * t);
-    // Vertical pass for each patch column j: cols[j][r][k] = sum_i AT[r][i] M[i * 6 + j][o][k].
-    for j in 0..6 {
-        let src = |i: usize| &m[((i * 6 + j) * oc + o) * t..((i * 6 + j) * oc + o + 1) * t];
-        let (c0, rest) = cols[j * 4 * t..(j + 1) * 4 * t].split_at_mut(t);
-        let (c1, rest) = rest.split_at_mut(t);
-        let (c2, c3) = rest.split_at_mut(t);
-        at6([src(0), src(1), src(2), src(3), src(4), src(5)], [c0, c1, c2, c3], t);
-    }
-    // Horizontal pass for each output row r: s[q][k] = sum_j AT[q][j] cols[j][r][k], then interleave.
-    for r in 0..4 {
-        let src = |j: usize| &cols[(j * 4 + r) * t..(j * 4 + r + 1) * t];
-        {
-            let (s0, rest) = s.split_at_mut(t);
-            let (s1, rest) = rest.split_at_mut(t);
-            let (s2, s3) = rest.split_at_mut(t);
-            at6([src(0), src(1), src(2), src(3), src(4), src(5)], [s0, s1, s2, &mut s3[..t]], t);
-        }
-        let row = &mut y[r * 4 * t..(r + 1) * 4 * t];
-        for (k, d) in row.chunks_exact_mut(4).enumerate() {
-            d[0] = s[k];
-            d[1] = s[t + k];
-            d[2] = s[2 * t + k];
-            d[3] = s[3 * t + k];
-        }
-    }
 }
 
 #[cfg(test)]
@@ -440,15 +371,26 @@ mod tests {
             let x = Tensor::from_vec(ic, h, w, (0..ic * h * w).map(|_| lcg(&mut seed)).collect());
             let want = reference::conv(&c, &x).unwrap();
             let g = reference::conv_geometry(&c, w, h).unwrap();
-            let p = pack(&c);
-            let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
-            let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
-            let ep = Epilogue { act: Activation::None, slope: None };
-            forward(&c, &p, &planes, w, h, g, &mut got, &ep);
-            assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w));
-            let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-            let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
-            assert!(err < 1e-5, "ic {ic} oc {oc} {w}x{h} pad {pad}: rel err {err:e}");
+            for path in [Path::Scalar, Path::Avx2, Path::Avx512, Path::Portable16] {
+                if let Some(why) = path.isa().unsupported_reason() {
+                    eprintln!("winograd {path:?}: SKIPPED: {why}");
+                    continue;
+                }
+                let isa = path.isa();
+                let p = pack_for(&c, path);
+                let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
+                let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
+                let ops = RowOps { isa, bias: c.bias.as_deref(), act: Activation::None, slope: None, residual: &[], plane: g.out_h * g.out_w };
+                // Half the channels transformed ahead (as a kept transform), half on the fly.
+                let key = InputKey::new(&c, &p, w, h, g);
+                let kept = transform_input(key, &planes[..ic / 2], Vec::new());
+                let sources = [Source::Transformed(&kept), Source::Planes(planes[ic / 2..].to_vec())];
+                forward(&c, &p, &sources, w, h, g, &mut got, &ops);
+                assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w));
+                let scale = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
+                assert!(err < 1e-5, "{path:?}: ic {ic} oc {oc} {w}x{h} pad {pad}: rel err {err:e}");
+            }
         }
     }
 }

@@ -1,0 +1,323 @@
+//! Convolution kernels other than Winograd: row-block im2col + GEMM (the `gemm` crate), the
+//! depthwise direct loop, and deconvolution (GEMM then scatter-add). Also [`ConvAlgo`], the
+//! per-layer choice between im2col and Winograd, and [`conv_forward`], which runs a conv with its
+//! fused epilogue ([`super::epilogue`]) on either.
+//!
+//! im2col: for each block of output rows the im2col matrix of just those rows is built in a
+//! per-thread buffer (bounded to a few MB), multiplied by the weight matrix straight into the
+//! output tensor, and the epilogue runs on the block while it is still in cache. Row blocks are
+//! spread over the backend's rayon pool.
+
+use super::epilogue::{Residual, RowOps};
+use super::isa::Isa;
+use super::{winograd, Val};
+use crate::bail;
+use crate::error::{Code, Result};
+use crate::ncnn::model::Conv;
+use crate::reference;
+use crate::tensor::Tensor;
+use gemm::Parallelism;
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// Floats of im2col scratch per worker thread (8 MB).
+const IM2COL_BUDGET: usize = 2 << 20;
+
+/// How a convolution layer runs (decided once, at prepare time: see [`super::calibrate`]).
+pub enum ConvAlgo {
+    Im2col,
+    Winograd(winograd::Packed),
+}
+
+pub struct PackedDeconv {
+    /// (num_output * kh * kw) x (num_input / group) per group, row-major.
+    wt: Vec<f32>,
+}
+
+#[derive(Clone, Copy)]
+pub struct SendPtr(pub *mut f32);
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Fill `buf` (K x N, row-major, N = rows * out_w) with the im2col of output rows [y0, y1) for
+/// the input planes `planes` (one group's channels).
+#[allow(clippy::too_many_arguments)]
+fn im2col_rows(c: &Conv, planes: &[&[f32]], w: usize, h: usize, pl: usize, pt: usize, ow: usize, y0: usize, y1: usize, buf: &mut [f32]) {
+    let n = (y1 - y0) * ow;
+    let (kh, kw) = (c.kernel_h, c.kernel_w);
+    let pv = c.pad_value;
+    for (ic, plane) in planes.iter().enumerate() {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let k = (ic * kh + ky) * kw + kx;
+                let dst = &mut buf[k * n..(k + 1) * n];
+                let xoff = (kx * c.dilation_w) as isize - pl as isize;
+                // ox range whose input column is inside [0, w)
+                let (lo, hi) = if c.stride_w == 1 {
+                    let lo = (-xoff).clamp(0, ow as isize) as usize;
+                    let hi = (w as isize - xoff).clamp(lo as isize, ow as isize) as usize;
+                    (lo, hi)
+                } else {
+                    (0, 0)
+                };
+                for oy in y0..y1 {
+                    let seg = &mut dst[(oy - y0) * ow..(oy - y0 + 1) * ow];
+                    let iy = (oy * c.stride_h + ky * c.dilation_h) as isize - pt as isize;
+                    if iy < 0 || iy >= h as isize {
+                        seg.fill(pv);
+                        continue;
+                    }
+                    let row = &plane[iy as usize * w..(iy as usize + 1) * w];
+                    if c.stride_w == 1 {
+                        seg[..lo].fill(pv);
+                        let s0 = (lo as isize + xoff) as usize;
+                        seg[lo..hi].copy_from_slice(&row[s0..s0 + (hi - lo)]);
+                        seg[hi..].fill(pv);
+                    } else {
+                        for (ox, d) in seg.iter_mut().enumerate() {
+                            let ix = (ox * c.stride_w) as isize + xoff;
+                            *d = if ix < 0 || ix >= w as isize { pv } else { row[ix as usize] };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Run a conv on `x` with its epilogue: bias, the conv's activation, `slope` (a fused PReLU/ReLU),
+/// then `residual` (fused Eltwise/BinaryOp sums; each `other` must have the output's shape).
+/// `kept`, when it has one entry per part of `x`, gives kept Winograd input transforms of parts
+/// (used when their geometry matches this conv's).
+#[allow(clippy::too_many_arguments)]
+pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<&[f32]>, residual: &[Residual], kept: &[Option<&winograd::TransformedInput>]) -> Result<Tensor> {
+    let (cin, h, w) = match x.chw() {
+        Some(s) => s,
+        None => bail!(Code::InvalidArgument, "convolution needs a 3-D input"),
+    };
+    if cin != c.num_input {
+        bail!(Code::InvalidArgument, "convolution expects {} input channels, got {cin}", c.num_input);
+    }
+    let g = reference::conv_geometry(c, w, h)?;
+    let (oh, ow) = (g.out_h, g.out_w);
+    let plane = oh * ow;
+    let planes = x.planes();
+    let mut out = Tensor::zeros(c.num_output, oh, ow);
+    let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope, residual, plane };
+    if c.group == c.num_input && c.group == c.num_output {
+        depthwise(c, &planes, w, h, g, &mut out, &ops);
+        return Ok(out);
+    }
+    if let ConvAlgo::Winograd(p) = algo {
+        let key = winograd::InputKey::new(c, p, w, h, g);
+        let parts = x.parts();
+        let sources: Vec<winograd::Source> = if kept.len() == parts.len() && kept.iter().any(|k| k.is_some_and(|t| t.key() == key)) {
+            parts
+                .iter()
+                .zip(kept)
+                .map(|(t, k)| match k {
+                    Some(tv) if tv.key() == key => winograd::Source::Transformed(tv),
+                    _ => winograd::Source::Planes((0..t.c).map(|i| t.channel(i)).collect()),
+                })
+                .collect()
+        } else {
+            vec![winograd::Source::Planes(planes)]
+        };
+        winograd::forward(c, p, &sources, w, h, g, &mut out, &ops);
+        return Ok(out);
+    }
+    let (ipg, opg) = (c.in_per_group(), c.out_per_group());
+    let k = ipg * c.kernel_h * c.kernel_w;
+    // Rows per block: bounded scratch, and enough blocks to keep every thread busy.
+    let threads = rayon::current_num_threads().max(1);
+    let by_budget = (IM2COL_BUDGET / k.max(1) / ow.max(1)).max(1);
+    let by_threads = oh.div_ceil(threads * 4).max(1);
+    let rows = by_budget.min(by_threads).min(oh).max(1);
+    let nblocks = oh.div_ceil(rows);
+    let direct_1x1 = c.kernel_w == 1 && c.kernel_h == 1 && c.stride_w == 1 && c.stride_h == 1 && g.pad_left == 0 && g.pad_top == 0 && oh == h && ow == w;
+    let dst = SendPtr(out.data.as_mut_ptr());
+    let weight = &c.weight;
+    (0..nblocks).into_par_iter().for_each(|bi| {
+        let dst = dst;
+        let y0 = bi * rows;
+        let y1 = (y0 + rows).min(oh);
+        let n = (y1 - y0) * ow;
+        SCRATCH.with(|s| {
+            let mut buf = s.borrow_mut();
+            for grp in 0..c.group {
+                let gplanes = &planes[grp * ipg..(grp + 1) * ipg];
+                // rhs: K x N with row stride rs
+                let (rhs, rhs_rs): (*const f32, isize) = if direct_1x1 && gplanes.windows(2).all(|p| {
+                    p[1].as_ptr() as usize == p[0].as_ptr() as usize + p[0].len() * 4
+                }) {
+                    (unsafe { gplanes[0].as_ptr().add(y0 * w) }, (h * w) as isize)
+                } else {
+                    if buf.len() < k * n {
+                        buf.resize(k * n, 0.0);
+                    }
+                    im2col_rows(c, gplanes, w, h, g.pad_left, g.pad_top, ow, y0, y1, &mut buf[..k * n]);
+                    (buf.as_ptr(), n as isize)
+                };
+                let o0 = grp * opg;
+                unsafe {
+                    let d = dst.0.add(o0 * plane + y0 * ow);
+                    gemm::gemm(
+                        opg,
+                        n,
+                        k,
+                        d,
+                        1,
+                        plane as isize,
+                        false,
+                        weight.as_ptr().add(o0 * k),
+                        1,
+                        k as isize,
+                        rhs,
+                        1,
+                        rhs_rs,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        Parallelism::None,
+                    );
+                }
+                for o in o0..o0 + opg {
+                    // SAFETY: blocks write disjoint row ranges of each output plane.
+                    let row = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane + y0 * ow), n) };
+                    ops.apply(o, y0 * ow, row);
+                }
+            }
+        });
+    });
+    Ok(out)
+}
+
+fn depthwise(c: &Conv, planes: &[&[f32]], w: usize, h: usize, g: reference::ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+    let (oh, ow) = (g.out_h, g.out_w);
+    let (kh, kw) = (c.kernel_h, c.kernel_w);
+    out.data.par_chunks_mut(oh * ow).enumerate().for_each(|(ch, dst)| {
+        let wt = &c.weight[ch * kh * kw..(ch + 1) * kh * kw];
+        let src = planes[ch];
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut s = 0.0;
+                for ky in 0..kh {
+                    let iy = (oy * c.stride_h + ky * c.dilation_h) as isize - g.pad_top as isize;
+                    for kx in 0..kw {
+                        let ix = (ox * c.stride_w + kx * c.dilation_w) as isize - g.pad_left as isize;
+                        let v = if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                            c.pad_value
+                        } else {
+                            src[iy as usize * w + ix as usize]
+                        };
+                        s += v * wt[ky * kw + kx];
+                    }
+                }
+                dst[oy * ow + ox] = s;
+            }
+        }
+        ops.apply(ch, 0, dst);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// deconvolution: col = W^T x in (GEMM), then scatter-add col into the full output
+
+pub fn pack_deconv(c: &Conv) -> PackedDeconv {
+    let (ipg, opg) = (c.in_per_group(), c.out_per_group());
+    let kk = c.kernel_h * c.kernel_w;
+    let mut wt = vec![0.0; c.num_output * kk * ipg];
+    // group g: rows (o_local * kk + r), cols i_local
+    for grp in 0..c.group {
+        let base = grp * opg * kk * ipg;
+        for ol in 0..opg {
+            let o = grp * opg + ol;
+            for i in 0..ipg {
+                for r in 0..kk {
+                    wt[base + (ol * kk + r) * ipg + i] = c.weight[(o * ipg + i) * kk + r];
+                }
+            }
+        }
+    }
+    PackedDeconv { wt }
+}
+
+pub fn deconv_forward(c: &Conv, p: &PackedDeconv, isa: Isa, x: &Tensor) -> Result<Tensor> {
+    if x.dims != 3 || x.c != c.num_input {
+        bail!(Code::InvalidArgument, "deconvolution expects {} input channels, got {}", c.num_input, x.shape_string());
+    }
+    let (full_w, full_h, cut_l, cut_t, ow, oh) = reference::deconv_geometry(c, x.w, x.h)?;
+    let (ipg, opg) = (c.in_per_group(), c.out_per_group());
+    let (kh, kw) = (c.kernel_h, c.kernel_w);
+    let kk = kh * kw;
+    let (h, w) = (x.h, x.w);
+    let m = opg * kk;
+    let rows = (IM2COL_BUDGET / (m * w).max(1)).clamp(1, h);
+    let mut full = vec![0.0f32; c.num_output * full_h * full_w];
+    let mut col = vec![0.0f32; m * rows * w];
+    let threads = rayon::current_num_threads();
+    for grp in 0..c.group {
+        let mut y0 = 0;
+        while y0 < h {
+            let y1 = (y0 + rows).min(h);
+            let n = (y1 - y0) * w;
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    ipg,
+                    col.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    p.wt.as_ptr().add(grp * m * ipg),
+                    1,
+                    ipg as isize,
+                    x.data.as_ptr().add(grp * ipg * h * w + y0 * w),
+                    1,
+                    (h * w) as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    if threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None },
+                );
+            }
+            // scatter: channels are independent
+            let fp = full_h * full_w;
+            full[grp * opg * fp..(grp + 1) * opg * fp].par_chunks_mut(fp).enumerate().for_each(|(ol, dst)| {
+                for r in 0..kk {
+                    let (ky, kx) = (r / kw, r % kw);
+                    let src = &col[(ol * kk + r) * n..(ol * kk + r + 1) * n];
+                    for y in y0..y1 {
+                        let fy = y * c.stride_h + ky * c.dilation_h;
+                        let drow = &mut dst[fy * full_w..(fy + 1) * full_w];
+                        let srow = &src[(y - y0) * w..(y - y0 + 1) * w];
+                        for (xx, &v) in srow.iter().enumerate() {
+                            drow[xx * c.stride_w + kx * c.dilation_w] += v;
+                        }
+                    }
+                }
+            });
+            y0 = y1;
+        }
+    }
+    let mut out = Tensor::zeros(c.num_output, oh, ow);
+    let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope: None, residual: &[], plane: oh * ow };
+    out.data.par_chunks_mut(oh * ow).enumerate().for_each(|(o, dst)| {
+        for y in 0..oh {
+            let src = &full[(o * full_h + y + cut_t) * full_w + cut_l..][..ow];
+            let d = &mut dst[y * ow..(y + 1) * ow];
+            d.copy_from_slice(src);
+            ops.apply(o, y * ow, d);
+        }
+    });
+    Ok(out)
+}

@@ -1,0 +1,289 @@
+//! Winograd F(4x4, 3x3) input and output transforms, one vector of tiles at a time, generic over the
+//! [`Simd`] vector so each ISA path (and the portable 16-lane test path) runs the same code.
+//!
+//! Input: for channel `i`, the 6x6 patch of every tile (from the de-interleaved rows the gather
+//! wrote) becomes `V[pos][i][tile] = (B^T d B)[pos]`, 36 vectors kept in registers / L1, no
+//! intermediate buffer. Output: for out channel `o`, `Y = A^T M A` of each tile, written as 4 output
+//! rows of `4 * tp` floats. Matrices (Lavin & Gray, points 0, +-1, +-2, inf):
+//! `B^T` rows `[4 0 -5 0 1 0] [0 -4 -4 1 1 0] [0 4 -4 -1 1 0] [0 -2 -1 2 1 0] [0 2 -1 -2 1 0] [0 4 0 -5 0 1]`,
+//! `A^T` rows `[1 1 1 1 1 0] [0 1 -1 2 -2 0] [0 1 1 4 4 0] [0 1 -1 8 -8 1]`.
+//!
+//! Also the gather that feeds the input transform: the 6 input rows of a tile row, de-interleaved
+//! by phase (column mod 4) so a vector of tiles reads contiguous floats.
+
+use super::isa::Isa;
+use super::simd::{Lanes, Simd};
+use super::wgemm::Path;
+
+/// `B^T a` for six vectors.
+#[inline(always)]
+unsafe fn bt<S: Simd>(a: [S::V; 6]) -> [S::V; 6] {
+    let (c4, cm4, cm5, c2, cm2) = (S::set1(4.0), S::set1(-4.0), S::set1(-5.0), S::set1(2.0), S::set1(-2.0));
+    let a12 = S::add(a[1], a[2]);
+    let a34 = S::add(a[3], a[4]);
+    let d12 = S::sub(a[1], a[2]);
+    let d43 = S::sub(a[4], a[3]);
+    let d31 = S::sub(a[3], a[1]);
+    let d42 = S::sub(a[4], a[2]);
+    [
+        S::fma(S::fma(a[4], cm5, a[2]), c4, a[0]),
+        S::fma(a34, cm4, a12),
+        S::fma(d43, c4, d12),
+        S::fma(d42, c2, d31),
+        S::fma(d42, cm2, d31),
+        S::fma(S::fma(a[5], cm5, a[3]), c4, a[1]),
+    ]
+}
+
+/// `A^T a` for six vectors: four outputs.
+#[inline(always)]
+unsafe fn at<S: Simd>(a: [S::V; 6]) -> [S::V; 4] {
+    let (c2, c4, c8) = (S::set1(2.0), S::set1(4.0), S::set1(8.0));
+    let p12 = S::add(a[1], a[2]);
+    let m12 = S::sub(a[1], a[2]);
+    let p34 = S::add(a[3], a[4]);
+    let m34 = S::sub(a[3], a[4]);
+    [S::add(S::add(a[0], p12), p34), S::fma(m12, c2, m34), S::fma(p12, c4, p34), S::fma(S::add(m12, a[5]), c8, m34)]
+}
+
+/// `V[pos][i][k]` for channel `i` and tiles `k` in `0..tp` (a multiple of the lanes), from
+/// `rows[(r * 4 + l) * n + k] = in[r][4 k + l]` (n = tp + 1).
+#[inline(always)]
+unsafe fn input<S: Simd>(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize) {
+    let mut k = 0;
+    while k < tp {
+        let mut h = [[S::zero(); 6]; 6];
+        for (r, hr) in h.iter_mut().enumerate() {
+            let mut d = [S::zero(); 6];
+            for (l, dl) in d.iter_mut().enumerate() {
+                *dl = S::load(rows.add((r * 4 + l % 4) * n + l / 4 + k));
+            }
+            *hr = bt::<S>(d);
+        }
+        for j in 0..6 {
+            let o = bt::<S>([h[0][j], h[1][j], h[2][j], h[3][j], h[4][j], h[5][j]]);
+            for (rp, ov) in o.iter().enumerate() {
+                S::store(v.add(((rp * 6 + j) * ic + i) * tp + k), *ov);
+            }
+        }
+        k += S::LANES;
+    }
+}
+
+/// Output rows of channel `o`: `y[r * 4 tp + 4 k + q]`, r, q in 0..4, from `M[pos][o][k]`
+/// (`ocp` rows of `tp` per position).
+#[inline(always)]
+unsafe fn output<S: Simd>(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
+    let mut k = 0;
+    while k < tp {
+        let mut c = [[S::zero(); 4]; 6];
+        for (j, cj) in c.iter_mut().enumerate() {
+            let mut d = [S::zero(); 6];
+            for (i, di) in d.iter_mut().enumerate() {
+                *di = S::load(m.add(((i * 6 + j) * ocp + o) * tp + k));
+            }
+            *cj = at::<S>(d);
+        }
+        for r in 0..4 {
+            let s = at::<S>([c[0][r], c[1][r], c[2][r], c[3][r], c[4][r], c[5][r]]);
+            S::interleave4(s, y.add(r * 4 * tp + 4 * k));
+        }
+        k += S::LANES;
+    }
+}
+
+/// Input transform of one channel on `path` (see [`input`]).
+///
+/// # Safety
+/// `rows` holds `24 * (tp + 1)` floats, `v` `36 * ic * tp`; the path's ISA is supported.
+pub unsafe fn input_transform(path: Path, rows: *const f32, v: *mut f32, i: usize, ic: usize, tp: usize) {
+    let n = tp + 1;
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx512 => input_avx512(rows, n, v, i, ic, tp),
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx2 => input_avx2(rows, n, v, i, ic, tp),
+        Path::Portable16 => input::<Lanes<16>>(rows, n, v, i, ic, tp),
+        _ => input::<Lanes<4>>(rows, n, v, i, ic, tp),
+    }
+}
+
+/// Output transform of one channel on `path` (see [`output`]).
+///
+/// # Safety
+/// `m` holds `36 * ocp * tp` floats, `y` `16 * tp`; the path's ISA is supported.
+pub unsafe fn output_transform(path: Path, m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx512 => output_avx512(m, o, ocp, tp, y),
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx2 => output_avx2(m, o, ocp, tp, y),
+        Path::Portable16 => output::<Lanes<16>>(m, o, ocp, tp, y),
+        _ => output::<Lanes<4>>(m, o, ocp, tp, y),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn input_avx2(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize) {
+    input::<super::simd::Avx2>(rows, n, v, i, ic, tp)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn input_avx512(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize) {
+    input::<super::simd::Avx512>(rows, n, v, i, ic, tp)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn output_avx2(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
+    output::<super::simd::Avx2>(m, o, ocp, tp, y)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn output_avx512(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
+    output::<super::simd::Avx512>(m, o, ocp, tp, y)
+}
+
+/// Ask for the input rows the next channel's gather will read (they come from L3 or memory: one
+/// plane per channel, so the hardware prefetcher cannot see the jump; measured ~10% of a dense
+/// block's time on Zen 3 went to these misses before).
+#[inline]
+pub fn prefetch_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let x0 = (k0 * 4).saturating_sub(geo.pl).min(geo.w);
+        let x1 = (k0 * 4 + 4 * t + 2).saturating_sub(geo.pl).min(geo.w);
+        for r in 0..6 {
+            let iy = (tr * 4 + r) as isize - geo.pt as isize;
+            if iy < 0 || iy >= geo.h as isize || x1 <= x0 {
+                continue;
+            }
+            let row = &plane[iy as usize * geo.w + x0..iy as usize * geo.w + x1];
+            for x in (0..row.len()).step_by(16).chain(std::iter::once(row.len() - 1)) {
+                // SAFETY: a prefetch of an in-bounds address has no effect on memory.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().add(x) as *const i8) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (plane, geo, tr, k0, t);
+}
+
+#[derive(Clone, Copy)]
+pub struct Geo {
+    pub w: usize,
+    pub h: usize,
+    pub pl: usize,
+    pub pt: usize,
+    pub pv: f32,
+}
+
+/// The 6 input rows of tile row `tr`, tiles [k0, k0 + t), de-interleaved by phase:
+/// `rows[(r * 4 + l) * (t + 1) + k] = in[4 tr + r - pt][4 (k0 + k) + l - pl]` (pad value outside).
+pub fn gather_rows(isa: Isa, plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    match isa {
+        // SAFETY: the backend only pins levels the CPU supports.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { gather_rows_avx512(plane, geo, tr, k0, t, rows) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { gather_rows_avx2(plane, geo, tr, k0, t, rows) },
+        _ => gather_rows_body::<false>(plane, geo, tr, k0, t, rows),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gather_rows_avx2(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    gather_rows_body::<true>(plane, geo, tr, k0, t, rows)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gather_rows_avx512(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    gather_rows_body::<true>(plane, geo, tr, k0, t, rows)
+}
+
+/// `AVX2`: use the AVX2 de-interleave (only instantiated inside `avx2`-enabled functions).
+#[inline(always)]
+fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+    let n = t + 1;
+    let x0 = (k0 * 4) as isize - geo.pl as isize;
+    // Tiles [lo, hi) have their whole 4-wide group inside the row.
+    let lo = if x0 < 0 { ((-x0) as usize).div_ceil(4) } else { 0 }.min(n);
+    let hi = ((geo.w as isize - x0).max(0) as usize / 4).clamp(lo, n);
+    // Tiles [out, n) lie wholly right of the row (pad tiles of the last block among them).
+    let out = ((geo.w as isize - x0).max(0) as usize).div_ceil(4).clamp(hi, n);
+    for r in 0..6 {
+        let iy = (tr * 4 + r) as isize - geo.pt as isize;
+        let dst = &mut rows[r * 4 * n..(r + 1) * 4 * n];
+        if iy < 0 || iy >= geo.h as isize {
+            dst.fill(geo.pv);
+            continue;
+        }
+        let src = &plane[iy as usize * geo.w..(iy as usize + 1) * geo.w];
+        let edge = |dst: &mut [f32], k: usize| {
+            let x = x0 + 4 * k as isize;
+            for l in 0..4 {
+                let xi = x + l as isize;
+                dst[l * n + k] = if xi >= 0 && xi < geo.w as isize { src[xi as usize] } else { geo.pv };
+            }
+        };
+        for k in (0..lo).chain(hi..out) {
+            edge(dst, k);
+        }
+        if out < n {
+            for l in 0..4 {
+                dst[l * n + out..(l + 1) * n].fill(geo.pv);
+            }
+        }
+        let mut k = lo;
+        #[cfg(target_arch = "x86_64")]
+        if AVX2 {
+            while k + 8 <= hi {
+                let x = (x0 + 4 * k as isize) as usize;
+                // SAFETY: the caller enabled AVX2; src[x..x + 32] is inside the row (k + 7 < hi),
+                // and dst[l * n + k..+8] for l < 4 is in bounds since k + 8 <= n.
+                unsafe { deinterleave8_avx2(src[x..x + 32].as_ptr(), dst.as_mut_ptr().add(k), n) };
+                k += 8;
+            }
+        }
+        while k < hi {
+            let x = (x0 + 4 * k as isize) as usize;
+            let s = &src[x..x + 4];
+            for l in 0..4 {
+                dst[l * n + k] = s[l];
+            }
+            k += 1;
+        }
+    }
+}
+
+/// `dst[l * n + j] = src[4 j + l]` for l in 0..4, j in 0..8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn deinterleave8_avx2(src: *const f32, dst: *mut f32, n: usize) {
+    use std::arch::x86_64::*;
+    let a = _mm256_loadu_ps(src);
+    let b = _mm256_loadu_ps(src.add(8));
+    let c = _mm256_loadu_ps(src.add(16));
+    let d = _mm256_loadu_ps(src.add(24));
+    let t0 = _mm256_unpacklo_ps(a, b); // a0 b0 a1 b1 | a4 b4 a5 b5
+    let t1 = _mm256_unpackhi_ps(a, b); // a2 b2 a3 b3 | a6 b6 a7 b7
+    let t2 = _mm256_unpacklo_ps(c, d);
+    let t3 = _mm256_unpackhi_ps(c, d);
+    // Phase l of tiles in the order 0 2 4 6 1 3 5 7, then put back in order.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let p0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0x44>(t0, t2), order);
+    let p1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0xEE>(t0, t2), order);
+    let p2 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0x44>(t1, t3), order);
+    let p3 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps::<0xEE>(t1, t3), order);
+    _mm256_storeu_ps(dst, p0);
+    _mm256_storeu_ps(dst.add(n), p1);
+    _mm256_storeu_ps(dst.add(2 * n), p2);
+    _mm256_storeu_ps(dst.add(3 * n), p3);
+}
