@@ -1,5 +1,5 @@
 // Smoke test of the addon itself (node --test native/node/test/smoke.mjs), CPU backend.
-// Needs the addon built (cargo build --release -p lucent-node && node native/node/build.js) and
+// Needs the addon built (npm run build:native: `napi build` in native/node) and
 // ../shared/models + ../shared/data next to the repo; skips cleanly without them.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
