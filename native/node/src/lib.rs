@@ -114,6 +114,9 @@ fn reject_stashed<T>(env: &Env, slot: &mut Option<lucent_core::Error>, err: napi
     Err(err)
 }
 
+/// `signal.addEventListener` / `removeEventListener` called as (type, listener).
+type ListenerMethod<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>)>, Unknown<'a>>;
+
 /// An AbortSignal tied to one call's [`Cancel`]: its `abort` listener cancels the call (the engine
 /// stops at the next tile); the listener is removed when the call settles.
 struct AbortLink {
@@ -134,14 +137,14 @@ impl AbortLink {
             c.cancel();
             Ok(())
         })?;
-        let add: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> = signal.get_named_property("addEventListener")?;
+        let add: ListenerMethod = signal.get_named_property("addEventListener")?;
         add.apply(signal, ("abort", listener).into())?;
         Ok(Some(AbortLink { signal: signal.create_ref()?, listener: listener.create_ref()? }))
     }
 
     fn untie(self, env: &Env) -> napi::Result<()> {
         let signal = self.signal.get_value(env)?;
-        let remove: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> = signal.get_named_property("removeEventListener")?;
+        let remove: ListenerMethod = signal.get_named_property("removeEventListener")?;
         remove.apply(signal, ("abort", self.listener.borrow_back(env)?).into())?;
         self.signal.unref(env)
     }

@@ -11,7 +11,7 @@
 //! measured alternatives (`examples/denoise_eval.rs`).
 
 use super::noise::{estimate_noise_clip_aware, NoiseEstimate};
-use super::Enhancer;
+use super::enhancer::Enhancer;
 use crate::catalog::{self, DenoiseKind, ModelInfo, Pipeline};
 use crate::raster::{RasterMut, RasterRef};
 use crate::runtime::Runtime;

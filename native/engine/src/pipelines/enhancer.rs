@@ -1,7 +1,7 @@
 //! The one small trait every pipeline implements, and the per-video state a pipeline may keep
 //! between the frames (and batches) of one video.
 
-use super::face::FaceTracker;
+use super::face::track::FaceTracker;
 use crate::raster::{Raster, RasterMut, RasterRef};
 use crate::runtime::Runtime;
 use lucent_core::{Cancel, Result};

@@ -2,7 +2,7 @@
 //! border padding, area-averaged down when the model's scale is below the network's. Its data is
 //! an [`SrSpec`] (tiling.rs); the other pipelines reuse it for their base and face networks.
 
-use super::Enhancer;
+use super::enhancer::Enhancer;
 use crate::raster::{RasterMut, RasterRef};
 use crate::runtime::Runtime;
 use crate::tiling::{PlainRgb, SrSpec};

@@ -3,7 +3,7 @@
 //! (not NF) one more constant map with the noise level sigma/255. Replicate-pad 12 px (the
 //! catalog's pre/post table), crop 12 * scale after: the shared tiler does both.
 
-use super::Enhancer;
+use super::enhancer::Enhancer;
 use crate::catalog::{ModelInfo, Pipeline};
 use crate::raster::{RasterMut, RasterRef};
 use crate::runtime::Runtime;

@@ -25,7 +25,7 @@ pub mod detect;
 pub mod image;
 pub mod track;
 
-use super::{Enhancer, VideoState};
+use super::enhancer::{Enhancer, VideoState};
 use crate::catalog::{self, ModelInfo, Pipeline};
 use crate::raster::{RasterMut, RasterRef};
 use crate::runtime::Runtime;
