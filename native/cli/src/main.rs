@@ -220,8 +220,9 @@ fn bench(a: &Args) -> Result<(), String> {
                         json_num(decode_ms), json_num(encode_ms), json_str(in_format.extension())
                     );
                 } else {
+                    let flops_txt = if flop.is_finite() { format!(", {gflops:.1} GFLOP/s ({tflop_per_mp:.2} TFLOP/MP)") } else { String::new() };
                     println!(
-                        "{model} ({}) {w}x{h} -> {ow}x{oh} on {} [{}{}] tile {tile}: median {med:.1} ms (min {min:.1}, max {max:.1}, {runs} runs), {mp_per_s:.4} MP/s, {gflops:.1} GFLOP/s ({tflop_per_mp:.2} TFLOP/MP); decode {decode_ms:.1} ms, encode {} {encode_ms:.1} ms",
+                        "{model} ({}) {w}x{h} -> {ow}x{oh} on {} [{}{}] tile {tile}: median {med:.1} ms (min {min:.1}, max {max:.1}, {runs} runs), {mp_per_s:.4} MP/s{flops_txt}; decode {decode_ms:.1} ms, encode {} {encode_ms:.1} ms",
                         target.stem, info.kind, info.adapter, if info.f16 { ", f16" } else { "" }, in_format.extension()
                     );
                 }
