@@ -114,6 +114,8 @@ t.test('enhanceFrames, with per-video state for face models', { skip }, async (t
   const out = await lucent.enhanceFrames(frames, { model: 'general_restore_2x', width: w, height: h, count: 2 })
   t.same([out.width, out.height, out.data.length], [32, 24, 32 * 24 * 3 * 2])
   t.equal(out.faceState, undefined, 'a plain model keeps no per-video state')
+  const ignored = await lucent.enhanceFrames(frames, { model: 'general_restore_2x', width: w, height: h, count: 2, faceState: Buffer.from('junk') })
+  t.same([ignored.data.equals(out.data), ignored.faceState], [true, undefined], 'and ignores a state passed to it')
   await t.rejects(lucent.enhanceFrames(frames, { model: 'general_restore_2x', width: w, height: h, count: 3 }), { code: 'invalid_argument' })
   const a = await lucent.enhanceFrames(frames.subarray(0, w * h * 3), { model: 'face_soft_2x', width: w, height: h, count: 1 })
   t.ok(a.faceState && a.faceState.length > 0, 'a face model returns its state')

@@ -417,10 +417,10 @@ fn video_face_models_enhance_frames() {
     // through the carried tracks.
     let mut t = VideoState::new();
     let a = e.enhance_frames(Frames::new(f, 26, 26, 1), "face_soft_2x", Some(&mut t), &Cancel::new()).unwrap().rgb24;
-    assert_eq!(t.faces.as_ref().map(FaceTracker::frames), Some(1));
-    let mut t2 = VideoState::from_bytes(&t.to_bytes()).unwrap();
+    assert_eq!(t.faces().map(FaceTracker::frames), Some(1));
+    let mut t2 = VideoState::from_bytes(&t.to_bytes());
     let b = e.enhance_frames(Frames::new(f, 26, 26, 1), "face_soft_2x", Some(&mut t2), &Cancel::new()).unwrap().rgb24;
-    assert_eq!(t2.faces.as_ref().map(FaceTracker::frames), Some(2));
+    assert_eq!(t2.faces().map(FaceTracker::frames), Some(2));
     assert_eq!(a, b, "a static face keeps its full-weight restoration across batches");
     // Without a face the base pipeline is all there is: compare with general_restore_2x.
     let blank = vec![128u8; 26 * 26 * 3];

@@ -202,7 +202,7 @@ impl Task for FramesTask {
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
         let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
-            let mut state = VideoState::from_bytes(self.state.as_deref().unwrap_or(&[]))?;
+            let mut state = VideoState::from_bytes(self.state.as_deref().unwrap_or(&[]));
             let frames = Frames::new(&self.data, self.w, self.h, self.count);
             let out = engine.enhance_frames(frames, &self.model, Some(&mut state), &self.cancel)?;
             Ok((out, state))

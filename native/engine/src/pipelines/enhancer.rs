@@ -47,16 +47,25 @@ pub trait Enhancer {
 
 /// What a pipeline carries from frame to frame of one video (today: the face tracks of the face
 /// pipeline). Opaque to callers: [`VideoState::to_bytes`] / [`VideoState::from_bytes`] carry it
-/// between the batches of one video (e.g. through a worker pool); a fresh one per video.
+/// between the batches of one video (e.g. through a worker pool); a fresh one per video. A blob is
+/// only read by the pipeline that wrote it, so models that keep no state ignore it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VideoState {
-    /// Face tracks (face pipeline); None until a face pipeline ran a frame.
-    pub faces: Option<FaceTracker>,
+    /// Face tracks, once a face pipeline ran a frame.
+    faces: Option<FaceTracker>,
+    /// The blob this state was restored from, until a pipeline reads it.
+    carried: Vec<u8>,
 }
 
 impl VideoState {
     pub fn new() -> VideoState {
         VideoState::default()
+    }
+
+    /// Restore a state from [`VideoState::to_bytes`] (empty: a fresh state). Checked when a
+    /// pipeline first reads it (`invalid_argument` if it is not a blob this engine wrote).
+    pub fn from_bytes(b: &[u8]) -> VideoState {
+        VideoState { faces: None, carried: b.to_vec() }
     }
 
     /// Whether no pipeline stored anything (nothing to carry to the next batch).
@@ -69,8 +78,16 @@ impl VideoState {
         self.faces.as_ref().map(FaceTracker::to_bytes).unwrap_or_default()
     }
 
-    /// Parse [`VideoState::to_bytes`]; an empty blob is a fresh state.
-    pub fn from_bytes(b: &[u8]) -> Result<VideoState> {
-        Ok(VideoState { faces: if b.is_empty() { None } else { Some(FaceTracker::from_bytes(b)?) } })
+    /// The face tracks, if a face pipeline kept any.
+    pub fn faces(&self) -> Option<&FaceTracker> {
+        self.faces.as_ref()
+    }
+
+    /// The face tracks for the face pipeline: restored from the carried blob on first use, else new.
+    pub(crate) fn faces_mut(&mut self) -> Result<&mut FaceTracker> {
+        if self.faces.is_none() {
+            self.faces = Some(FaceTracker::from_bytes(&std::mem::take(&mut self.carried))?);
+        }
+        Ok(self.faces.as_mut().expect("set above"))
     }
 }

@@ -167,7 +167,7 @@ impl Enhancer for FacePipeline<'_> {
     fn run_frame(&self, rt: &Runtime, src: RasterRef<'_>, dst: &mut RasterMut<'_>, state: &mut VideoState, cancel: &Cancel) -> Result<()> {
         self.base.run_into(rt, src, dst, cancel, &mut |_, _| {})?;
         let dets = detect_faces(rt, src, cancel)?;
-        let tracker = state.faces.get_or_insert_with(FaceTracker::new);
+        let tracker = state.faces_mut()?;
         for t in tracker.update(src.width, src.height, &dets) {
             self.restore_face(rt, src, dst, &t.face, self.style.strength * t.weight, cancel)?;
         }
