@@ -11,9 +11,9 @@
 //! `AbortSignal` (aborting rejects with code `aborted`) and, for `enhance`, a progress callback
 //! (a throwing callback is ignored, never fatal).
 
-mod catalog;
-mod errors;
-mod tasks;
+pub mod catalog;
+pub mod errors;
+pub mod tasks;
 
 use errors::{nerr, ErrCode};
 use lucent_engine::{BackendChoice, Engine, EngineOptions as EOpts};
