@@ -1,14 +1,48 @@
 #!/usr/bin/env node
-// Builds the native addon (napi cdylib) and the `lucent-native` bench binary in release mode and
-// installs the addon as native/node/lucent.<platform>-<arch>.node. Runs on `npm ci` / `npm install`
-// (the package's install hook) and as `npm run build:native`.
-// LUCENT_SKIP_NATIVE_BUILD=1 skips it (e.g. when a prebuilt .node is supplied). Then fetches the
-// catalog's model files (below).
+// Builds the native addon, the `@lucent/native` package in native/node, and the `lucent-native`
+// bench binary, in release mode. Runs on `npm ci` / `npm install` (the package's install hook) and as
+// `npm run build:native`. The addon is built by `napi build` (@napi-rs/cli): it compiles the
+// lucent-node crate, writes native/node/lucent.<platform>.node (e.g. lucent.linux-x64-gnu.node) and
+// regenerates native/node/index.js (loader) and index.d.ts (types) from the Rust #[napi] items.
+// `require('@lucent/native')` (a `file:native/node` dependency) then loads that binary.
+// LUCENT_SKIP_NATIVE_BUILD=1 skips it (e.g. when the prebuilt @lucent/native-<platform> package is
+// installed instead). Then fetches the catalog's model files (below).
 import { spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, readFileSync, renameSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const pkgDir = path.join(root, 'native', 'node')
+
+function run(cmd, args, cwd = root) {
+  const r = spawnSync(cmd, args, { cwd, stdio: 'inherit' })
+  if (r.status !== 0) process.exit(r.status ?? 1)
+}
+
+/** The napi CLI's entry script, or null when dev dependencies were not installed. */
+function napiCli() {
+  try {
+    const req = createRequire(path.join(root, 'package.json'))
+    const manifest = req.resolve('@napi-rs/cli/package.json')
+    const { bin } = JSON.parse(readFileSync(manifest, 'utf8'))
+    return path.join(path.dirname(manifest), typeof bin === 'string' ? bin : bin.napi)
+  } catch {
+    return null
+  }
+}
+
+/** napi-rs's platform suffix of the binary the generated index.js loads (lucent.<suffix>.node). */
+function platformSuffix() {
+  const { platform, arch } = process
+  if (platform === 'linux') {
+    const glibc = process.report?.getReport?.().header?.glibcVersionRuntime
+    return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`
+  }
+  return platform === 'win32' ? `win32-${arch}-msvc` : `${platform}-${arch}`
+}
+
 function buildNative() {
   if (process.env.LUCENT_SKIP_NATIVE_BUILD === '1') {
     console.log('lucent: LUCENT_SKIP_NATIVE_BUILD=1, not building the native addon')
@@ -22,10 +56,26 @@ function buildNative() {
     )
     process.exit(1)
   }
-  const build = spawnSync('cargo', ['build', '--release', '-p', 'lucent-node', '-p', 'lucent-cli'], { cwd: root, stdio: 'inherit' })
-  if (build.status !== 0) process.exit(build.status ?? 1)
-  const copy = spawnSync(process.execPath, [path.join(root, 'native/node/build.js')], { cwd: root, stdio: 'inherit' })
-  if (copy.status !== 0) process.exit(copy.status ?? 1)
+  const cli = napiCli()
+  if (cli) {
+    run(process.execPath, [cli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], pkgDir)
+  } else {
+    // An install without dev dependencies (`npm ci --omit=dev`): the same binary built by cargo alone,
+    // under the name the committed (generated) index.js loads.
+    run('cargo', ['build', '--release', '-p', 'lucent-node'])
+    const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.CARGO_TARGET_DIR) : path.join(root, 'target')
+    const lib = { darwin: 'liblucent_node.dylib', win32: 'lucent_node.dll' }[process.platform] ?? 'liblucent_node.so'
+    const dst = path.join(pkgDir, `lucent.${platformSuffix()}.node`)
+    // Copy under a temp name, then rename: a running process holding the old file is not disturbed.
+    copyFileSync(path.join(targetDir, 'release', lib), dst + '.tmp')
+    renameSync(dst + '.tmp', dst)
+    console.log(`lucent: @napi-rs/cli not installed; built the addon with cargo into ${dst}`)
+  }
+  run('cargo', ['build', '--release', '-p', 'lucent-cli'])
+  if (!existsSync(path.join(pkgDir, `lucent.${platformSuffix()}.node`))) {
+    console.error(`lucent: the addon build did not produce native/node/lucent.${platformSuffix()}.node`)
+    process.exit(1)
+  }
 }
 buildNative()
 

@@ -7,11 +7,13 @@
 //!
 //! NAME is a photo catalog name (general_4x, generative_4x, ...), `video:NAME` for a video catalog
 //! name, or a network file stem (model-dir relative or absolute path to the .param without its
-//! extension), run as a bare x-scale network.
+//! extension), run as a bare x-scale network. Catalog names run their pipeline (the engine's
+//! `pipelines::for_model`); GFLOP/s figures are given for plain SR runs (one network, the input
+//! size) only.
 
 use lucent_codec::{EncodeOptions, Format};
 use lucent_engine::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
-use lucent_engine::{catalog, flops, BackendChoice, Cancel, Engine, EngineOptions, EnhanceOptions, Kind, SrSpec};
+use lucent_engine::{catalog, flops, pipelines, BackendChoice, Cancel, Engine, EngineOptions, EnhanceOptions, Enhancer, Kind, Pipeline};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -112,23 +114,40 @@ fn json_num(v: f64) -> String {
     if v.is_finite() { format!("{}", (v * 1000.0).round() / 1000.0) } else { "null".into() }
 }
 
-/// A catalog name or a bare network stem -> the SR spec to run.
-fn resolve(engine: &Engine, name: &str) -> lucent_core::Result<SrSpec> {
-    if let Some(v) = name.strip_prefix("video:") {
-        return SrSpec::for_model(catalog::lookup(Kind::Video, v)?);
-    }
-    if catalog::find(Kind::Photo, name).is_some() {
-        return SrSpec::for_model(catalog::lookup(Kind::Photo, name)?);
+/// What `bench` / `run` run for a NAME.
+struct Target {
+    pipeline: Box<dyn Enhancer>,
+    /// The (first) network's stem.
+    stem: String,
+    /// One network at the input size (plain SR or a bare network): its FLOPs are the run's.
+    plain: bool,
+}
+
+/// A catalog name or a bare network stem -> what to run.
+fn resolve(engine: &Engine, name: &str) -> lucent_core::Result<Target> {
+    let model = if let Some(v) = name.strip_prefix("video:") {
+        Some(catalog::lookup(Kind::Video, v)?)
+    } else if catalog::find(Kind::Photo, name).is_some() {
+        Some(catalog::lookup(Kind::Photo, name)?)
+    } else {
+        None
+    };
+    if let Some(m) = model {
+        let stem = m.networks.first().map(|s| s.to_string()).unwrap_or_default();
+        return Ok(Target { pipeline: pipelines::for_model(m)?, stem, plain: m.pipeline == Pipeline::TiledSr });
     }
     let stem = name.strip_suffix(".param").unwrap_or(name);
+    let rt = engine.runtime();
     // A path that exists as given (relative to the cwd, or absolute) wins over the model dir.
     let p = format!("{stem}.param");
-    if Path::new(&p).exists() && !engine.model_dir().join(&p).exists() {
+    let spec = if Path::new(&p).exists() && !rt.model_dir().join(&p).exists() {
         let abs = std::fs::canonicalize(&p).map_err(|e| lucent_core::Error::new(lucent_core::Code::ModelMissing, format!("{p}: {e}")))?;
         let abs = abs.to_string_lossy();
-        return engine.spec_for_stem(abs.strip_suffix(".param").unwrap_or(&abs));
-    }
-    engine.spec_for_stem(stem)
+        rt.spec_for_stem(abs.strip_suffix(".param").unwrap_or(&abs))?
+    } else {
+        rt.spec_for_stem(stem)?
+    };
+    Ok(Target { stem: spec.stem.clone(), pipeline: Box::new(spec), plain: true })
 }
 
 fn make_engine(a: &Args, backend: &str) -> lucent_core::Result<Engine> {
@@ -165,16 +184,17 @@ fn bench(a: &Args) -> Result<(), String> {
             let (src, meta) = image_to_raster(img).map_err(|e| e.to_string())?;
             let (w, h) = (src.width, src.height);
             for model in &a.models {
-                let spec = resolve(&engine, model).map_err(|e| format!("{model}: {e}"))?;
-                let net = engine.network(&spec.stem).map_err(|e| format!("{model}: {e}"))?;
-                let flop = flops::conv_flops(&net.net, w, h);
+                let target = resolve(&engine, model).map_err(|e| format!("{model}: {e}"))?;
+                let rt = engine.runtime();
+                let net = rt.network(&target.stem).map_err(|e| format!("{model}: {e}"))?;
+                let flop = if target.plain { flops::conv_flops(&net.net, w, h) } else { f64::NAN };
                 let cancel = Cancel::new();
-                // Warm-up (also loads and prepares the network).
-                let out = engine.run_sr(&spec, src.as_ref(), &cancel, &mut |_, _| {}).map_err(|e| format!("{model}: {e}"))?;
+                // Warm-up (also loads and prepares the networks).
+                let out = target.pipeline.run(rt, src.as_ref(), &cancel, &mut |_, _| {}).map_err(|e| format!("{model}: {e}"))?;
                 let mut times = Vec::with_capacity(runs);
                 for _ in 0..runs {
                     let t = Instant::now();
-                    let o = engine.run_sr(&spec, src.as_ref(), &cancel, &mut |_, _| {}).map_err(|e| format!("{model}: {e}"))?;
+                    let o = target.pipeline.run(rt, src.as_ref(), &cancel, &mut |_, _| {}).map_err(|e| format!("{model}: {e}"))?;
                     times.push(t.elapsed().as_secs_f64() * 1e3);
                     drop(o);
                 }
@@ -191,18 +211,19 @@ fn bench(a: &Args) -> Result<(), String> {
                 let mp_per_s = mp / (med / 1e3);
                 let gflops = flop / 1e9 / (med / 1e3);
                 let tflop_per_mp = flop / 1e12 / mp;
-                let tile = engine.tile_for(&net.net);
+                let tile = rt.tile_for(&net.net);
                 if a.json {
                     println!(
                         "{{\"model\":{},\"network\":{},\"backend\":{},\"adapter\":{},\"f16\":{},\"width\":{w},\"height\":{h},\"out_width\":{ow},\"out_height\":{oh},\"tile\":{tile},\"runs\":{runs},\"ms_median\":{},\"ms_min\":{},\"ms_max\":{},\"mp_per_s\":{},\"gflops\":{},\"tflop_per_mp\":{},\"decode_ms\":{},\"encode_ms\":{},\"encode_format\":{}}}",
-                        json_str(model), json_str(&spec.stem), json_str(info.kind), json_str(&info.adapter), info.f16,
+                        json_str(model), json_str(&target.stem), json_str(info.kind), json_str(&info.adapter), info.f16,
                         json_num(med), json_num(min), json_num(max), json_num(mp_per_s), json_num(gflops), json_num(tflop_per_mp),
                         json_num(decode_ms), json_num(encode_ms), json_str(in_format.extension())
                     );
                 } else {
+                    let flops_txt = if flop.is_finite() { format!(", {gflops:.1} GFLOP/s ({tflop_per_mp:.2} TFLOP/MP)") } else { String::new() };
                     println!(
-                        "{model} ({}) {w}x{h} -> {ow}x{oh} on {} [{}{}] tile {tile}: median {med:.1} ms (min {min:.1}, max {max:.1}, {runs} runs), {mp_per_s:.4} MP/s, {gflops:.1} GFLOP/s ({tflop_per_mp:.2} TFLOP/MP); decode {decode_ms:.1} ms, encode {} {encode_ms:.1} ms",
-                        spec.stem, info.kind, info.adapter, if info.f16 { ", f16" } else { "" }, in_format.extension()
+                        "{model} ({}) {w}x{h} -> {ow}x{oh} on {} [{}{}] tile {tile}: median {med:.1} ms (min {min:.1}, max {max:.1}, {runs} runs), {mp_per_s:.4} MP/s{flops_txt}; decode {decode_ms:.1} ms, encode {} {encode_ms:.1} ms",
+                        target.stem, info.kind, info.adapter, if info.f16 { ", f16" } else { "" }, in_format.extension()
                     );
                 }
             }
@@ -228,11 +249,14 @@ fn run(a: &Args) -> Result<(), String> {
         eprintln!();
         (out.data, out.width as usize, out.height as usize)
     } else {
-        let spec = resolve(&engine, model).map_err(|e| e.to_string())?;
+        let target = resolve(&engine, model).map_err(|e| e.to_string())?;
         let fmt = parse_format(&ext).map_err(|e| e.to_string())?;
         let img = lucent_codec::decode(&bytes, &Default::default()).map_err(|e| map_codec(e).to_string())?;
         let (src, meta) = image_to_raster(img).map_err(|e| e.to_string())?;
-        let out = engine.run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |d, t| eprint!("\rtile {d}/{t}")).map_err(|e| e.to_string())?;
+        let out = target
+            .pipeline
+            .run(engine.runtime(), src.as_ref(), &Cancel::new(), &mut |d, t| eprint!("\rstep {d}/{t}"))
+            .map_err(|e| e.to_string())?;
         eprintln!();
         let (w, h) = (out.width, out.height);
         let eo = EncodeOptions { keep_exif: a.exif, dpi: a.dpi, ..Default::default() };
@@ -248,12 +272,8 @@ fn run(a: &Args) -> Result<(), String> {
 fn list_catalog(a: &Args) {
     for m in catalog::CATALOG {
         if a.json {
-            let nets: Vec<String> = m.networks.iter().map(|n| json_str(n)).collect();
-            println!(
-                "{{\"name\":{},\"kind\":{},\"scale\":{},\"category\":{},\"available\":{},\"pipeline\":{},\"networks\":[{}],\"description\":{}}}",
-                json_str(m.name), json_str(m.kind.as_str()), m.scale, json_str(m.category.as_str()), m.available(),
-                json_str(m.pipeline.id()), nets.join(","), json_str(m.description)
-            );
+            // One models/catalog.json entry per line.
+            println!("{}", catalog::entry_json(m));
         } else {
             println!(
                 "{:24} {:5} x{} {:10} {}",

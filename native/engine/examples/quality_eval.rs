@@ -14,7 +14,7 @@ use lucent_core::cpu::CpuBackend;
 use lucent_engine::pipelines::denoise::{self, Method, Usm, FFDNET, FFDNET_CLIP};
 use lucent_engine::pipelines::noise::{estimate_noise, estimate_noise_clip_aware};
 use lucent_engine::photo::image_to_raster;
-use lucent_engine::{catalog, Cancel, DenoiseKind, Engine, Kind, Raster, Samples};
+use lucent_engine::{catalog, Cancel, DenoiseKind, Engine, Enhancer, Kind, Raster, Samples};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -128,7 +128,7 @@ fn main() {
                         }
                         other => panic!("unknown method {other}"),
                     };
-                    let out = e.run_denoise(&m, noisy.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+                    let out = m.run(e.runtime(), noisy.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
                     sum += psnr_rgb(&out, img);
                     noisy_sum += psnr_rgb(&noisy, img);
                 }

@@ -1,10 +1,17 @@
-//! THE model catalog: every photo and video model name of the API (shared/spec/api.md), what it
-//! runs, and whether this build can run it. Names that are not implemented yet stay listed with
-//! `available: false` and a reason; asking the engine to run one answers `unknown_model`.
+//! THE model catalog, the only source of model facts in the project: every photo and video model
+//! name of the API (shared/spec/api.md), its aliases, scale, category, price class and limits, the
+//! networks it runs and its pipeline with that pipeline's data (tile margin, face style, denoise
+//! kind), and whether this build can run it. `models/catalog.json` is generated from this file
+//! (tests/catalog_models.rs `catalog_json`, see [`json`]) for the server, the addon's declarations
+//! and the docs; `models/required.json` (the network files to fetch) too.
+//!
+//! Names that are not implemented stay listed with `unavailable: Some(reason)`; asking the engine
+//! to run one answers `unknown_model`.
 //!
 //! Pre/post-processing facts per network file come from shared/models/README.md ([`prepost`]).
 
 use lucent_core::{Code, Error, Result};
+use serde_json::{json, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -23,9 +30,9 @@ impl Kind {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Category {
-    /// "enhancement and denoise" in the API: DPI honoured, 70 MP in / 432 MP out.
+    /// "enhancement and denoise" in the API: DPI honoured, 70 MP in / 432 MP out (photos).
     Enhance,
-    /// Generative: DPI ignored, 34 MP in and out.
+    /// Generative: DPI ignored, 34 MP in and out (photos).
     Generative,
 }
 
@@ -36,14 +43,47 @@ impl Category {
             Category::Generative => "generative",
         }
     }
-    /// (max input pixels, max output pixels) from the API's limits table (photos).
-    pub fn photo_limits(self) -> (u64, u64) {
+}
+
+/// Which price table row a model bills by (server/pricing.ts is keyed by these strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PriceClass {
+    /// Photo: enhancement and denoise models (face_*, general_*, high_fidelity_*, *_denoise_1x).
+    Enhance,
+    /// Photo: generative_portrait_*.
+    GenerativePortrait,
+    /// Photo: generative_*.
+    Generative,
+    /// Video: the standard tier.
+    Standard,
+    /// Video: the premium tier (ultrahd_restore_2x, generative_1x).
+    Premium,
+}
+
+impl PriceClass {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Category::Enhance => (70_000_000, 432_000_000),
-            Category::Generative => (34_000_000, 34_000_000),
+            PriceClass::Enhance => "enhance",
+            PriceClass::GenerativePortrait => "generative_portrait",
+            PriceClass::Generative => "generative",
+            PriceClass::Standard => "standard",
+            PriceClass::Premium => "premium",
         }
     }
 }
+
+/// Size limits of a model (api.md "Limits"), in megapixels and seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limits {
+    Photo { max_in_mp: u32, max_out_mp: u32 },
+    Video { max_out_mp: u32, min_seconds: f64, max_seconds: u32 },
+}
+
+/// Photo limits by category (api.md "Limits").
+pub const PHOTO_ENHANCE_LIMITS: Limits = Limits::Photo { max_in_mp: 70, max_out_mp: 432 };
+pub const PHOTO_GENERATIVE_LIMITS: Limits = Limits::Photo { max_in_mp: 34, max_out_mp: 34 };
+/// Every video model (api.md "Limits").
+pub const VIDEO_LIMITS: Limits = Limits::Video { max_out_mp: 36, min_seconds: 0.5, max_seconds: 3600 };
 
 /// How a network's input is padded at the image borders before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +115,17 @@ pub struct PrePost {
     pub net_scale: usize,
 }
 
+// Network stems (relative to the model dir, without extension) the catalog uses.
+pub const GENERAL_X4V3: &str = "sr/realesr-general-x4v3";
+pub const X4PLUS: &str = "sr/realesrgan-x4plus";
+pub const ANIME_X2: &str = "sr/realesr-animevideov3-x2";
+pub const ANIME_X4: &str = "sr/realesr-animevideov3-x4";
+pub const SRMDNF_X2: &str = "sr/srmdnf_x2";
+pub const SRMDNF_X4: &str = "sr/srmdnf_x4";
+pub const FFDNET_CLIP: &str = "denoise/ffdnet_clip_color";
+/// The face detector every face pipeline runs (pipelines/face/detect.rs).
+pub const FACE_DETECTOR: &str = "face/retinaface-slim";
+
 /// Pre/post facts for a network stem (relative to the model dir, without extension).
 pub fn prepost(stem: &str) -> Option<PrePost> {
     let s = |pad_mode, pad, net_scale, crop| Some(PrePost { pad_mode, pad, crop, net_scale });
@@ -90,12 +141,32 @@ pub fn prepost(stem: &str) -> Option<PrePost> {
         _ if stem.starts_with("sr/waifu2x-upconv7-photo/") => s(PadMode::Replicate, 7, 2, 14),
         "sr/realcugan-se/up2x-conservative" => s(PadMode::Reflect, 18, 2, 36),
         "sr/realcugan-se/up4x-conservative" => s(PadMode::Reflect, 19, 4, 76),
+        // 1x denoisers: same-size convolutions, no border padding (the tiler's margin is their context).
+        "denoise/ffdnet_clip_color" | "denoise/ffdnet_color" | "denoise/cdncnn_b_color" => s(PadMode::Replicate, 0, 1, 0),
         _ => None,
     }
 }
 
-/// What the engine does with a model's network(s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How one face/portrait model treats the picture and its faces: the data of its face pipeline
+/// (pipelines/face/mod.rs). The model's networks are `[base, face_net, FACE_DETECTOR]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaceStyle {
+    /// Whole-picture network and its per-tile context margin.
+    pub base: &'static str,
+    pub base_margin: usize,
+    /// Network run on each face crop (its own scale, typically x4) and its margin.
+    pub face_net: &'static str,
+    pub face_margin: usize,
+    /// Weight of the face network's result over the base inside the mask (0..1).
+    pub strength: f32,
+    /// Faces whose box long side (input px) is below this are enlarged 2x before the face
+    /// network (0 = never).
+    pub enlarge_below: f32,
+}
+
+/// What the engine does with a model's network(s): one variant per pipeline (pipelines/*), with
+/// that pipeline's own data.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pipeline {
     /// Run the (single) network tiled with its reflect/replicate border padding, then, when the
     /// model's scale is below the network's, area-average (box) downscale by the integer factor
@@ -108,8 +179,8 @@ pub enum Pipeline {
     /// FFDNet-Clip tiled with that sigma (+ a luma unsharp mask for `Sharpen`) (pipelines/denoise.rs).
     Denoise(DenoiseKind),
     /// Face / portrait models: base network on the whole picture + detected faces enhanced by a
-    /// face network and blended in with feathered masks (face/mod.rs; style per name there).
-    Face,
+    /// face network and blended in with feathered masks (pipelines/face/mod.rs).
+    Face(FaceStyle),
     /// Not implemented in this build.
     Unavailable,
 }
@@ -129,7 +200,7 @@ impl Pipeline {
             Pipeline::TiledSr => "tiled_sr",
             Pipeline::Srmd => "srmd",
             Pipeline::Denoise(_) => "denoise_ffdnet",
-            Pipeline::Face => "face",
+            Pipeline::Face(_) => "face",
             Pipeline::Unavailable => "unavailable",
         }
     }
@@ -139,9 +210,12 @@ impl Pipeline {
 pub struct ModelInfo {
     pub name: &'static str,
     pub kind: Kind,
+    /// Other names the API accepts for this model (compat.md), e.g. "detail_denoise".
+    pub aliases: &'static [&'static str],
     /// Output side / input side: 1, 2 or 4.
     pub scale: usize,
     pub category: Category,
+    pub price_class: PriceClass,
     pub description: &'static str,
     /// Network file stems relative to the model dir, e.g. "sr/realesr-general-x4v3".
     pub networks: &'static [&'static str],
@@ -162,196 +236,260 @@ impl ModelInfo {
     pub fn prepost(&self) -> Option<PrePost> {
         self.networks.first().and_then(|n| prepost(n))
     }
+    /// Size limits (api.md "Limits"): photos by category, videos all alike.
+    pub fn limits(&self) -> Limits {
+        match (self.kind, self.category) {
+            (Kind::Photo, Category::Enhance) => PHOTO_ENHANCE_LIMITS,
+            (Kind::Photo, Category::Generative) => PHOTO_GENERATIVE_LIMITS,
+            (Kind::Video, _) => VIDEO_LIMITS,
+        }
+    }
 }
 
-const GENERAL: &[&str] = &["sr/realesr-general-x4v3"];
-const X4PLUS: &[&str] = &["sr/realesrgan-x4plus"];
-const ANIME_X2: &[&str] = &["sr/realesr-animevideov3-x2"];
-const ANIME_X4: &[&str] = &["sr/realesr-animevideov3-x4"];
-const SRMDNF_X2: &[&str] = &["sr/srmdnf_x2"];
-const SRMDNF_X4: &[&str] = &["sr/srmdnf_x4"];
-const FFDNET_CLIP: &[&str] = &["denoise/ffdnet_clip_color"];
-#[allow(dead_code)]
-const NONE: &[&str] = &[];
-// Face/portrait models: base network, face network, detector (face/mod.rs has the styles).
-const FACE_CLEAR: &[&str] = &["sr/realesr-general-x4v3", "sr/realesrgan-x4plus", "face/retinaface-slim"];
-const FACE_PORTRAIT: &[&str] = &["sr/realesrgan-x4plus", "sr/realesrgan-x4plus", "face/retinaface-slim"];
-const FACE_SOFT_VIDEO: &[&str] = &["sr/realesr-animevideov3-x2", "sr/realesr-general-x4v3", "face/retinaface-slim"];
-const PORTRAIT_VIDEO: &[&str] = &["sr/realesr-animevideov3-x2", "sr/realesrgan-x4plus", "face/retinaface-slim"];
+const GENERAL: &[&str] = &[GENERAL_X4V3];
+const X4PLUS_NET: &[&str] = &[X4PLUS];
+const ANIME_X2_NET: &[&str] = &[ANIME_X2];
+const ANIME_X4_NET: &[&str] = &[ANIME_X4];
+const SRMDNF_X2_NET: &[&str] = &[SRMDNF_X2];
+const SRMDNF_X4_NET: &[&str] = &[SRMDNF_X4];
+const FFDNET_CLIP_NET: &[&str] = &[FFDNET_CLIP];
 
-#[allow(dead_code)]
-const NO_FACE_PRIOR: &str =
-    "needs a face-restoration prior (GFPGAN/CodeFormer/GPEN class), none is available in this deployment";
-#[allow(dead_code)]
-const NOT_YET: &str = "not implemented in this build yet";
+// Face styles (the face pipeline's data) and their networks: [base, face net, detector].
+/// Face Clear: compact general base, GAN faces at full strength.
+const FACE_CLEAR: FaceStyle =
+    FaceStyle { base: GENERAL_X4V3, base_margin: 24, face_net: X4PLUS, face_margin: 64, strength: 1.0, enlarge_below: 0.0 };
+const FACE_CLEAR_NETS: &[&str] = &[FACE_CLEAR.base, FACE_CLEAR.face_net, FACE_DETECTOR];
+/// Face Natural: the same networks, the GAN face mixed 55 % over the base.
+const FACE_NATURAL: FaceStyle = FaceStyle { strength: 0.55, ..FACE_CLEAR };
+const FACE_NATURAL_NETS: &[&str] = &[FACE_NATURAL.base, FACE_NATURAL.face_net, FACE_DETECTOR];
+/// Generative portrait: the GAN for both, faces under 128 px seen 2x larger.
+const PORTRAIT: FaceStyle =
+    FaceStyle { base: X4PLUS, base_margin: 64, face_net: X4PLUS, face_margin: 64, strength: 1.0, enlarge_below: 128.0 };
+const PORTRAIT_NETS: &[&str] = &[PORTRAIT.base, PORTRAIT.face_net, FACE_DETECTOR];
+/// Video Face Soft: the video-trained compact base; the general compact net 60 % on faces.
+const FACE_SOFT_VIDEO: FaceStyle =
+    FaceStyle { base: ANIME_X2, base_margin: 16, face_net: GENERAL_X4V3, face_margin: 24, strength: 0.6, enlarge_below: 0.0 };
+const FACE_SOFT_VIDEO_NETS: &[&str] = &[FACE_SOFT_VIDEO.base, FACE_SOFT_VIDEO.face_net, FACE_DETECTOR];
+/// Video Portrait Restore: the video-trained compact base; the GAN 85 % on faces.
+const PORTRAIT_VIDEO: FaceStyle =
+    FaceStyle { base: ANIME_X2, base_margin: 16, face_net: X4PLUS, face_margin: 64, strength: 0.85, enlarge_below: 0.0 };
+const PORTRAIT_VIDEO_NETS: &[&str] = &[PORTRAIT_VIDEO.base, PORTRAIT_VIDEO.face_net, FACE_DETECTOR];
 
+/// One catalog entry: name, kind, scale, category, price class, description, networks, pipeline,
+/// tile margin, then optionally `aliases: &[..]` and `unavailable: "why"`.
 macro_rules! m {
-    ($name:expr, $kind:ident, $scale:expr, $cat:ident, $desc:expr, $nets:expr, $pipe:ident $(($parg:expr))?, $margin:expr, $unavail:expr) => {
+    ($name:expr, $kind:ident, $scale:expr, $cat:ident, $price:ident, $desc:expr, $nets:expr, $pipe:expr, $margin:expr
+     $(, aliases: $aliases:expr)? $(, unavailable: $why:expr)?) => {
         ModelInfo {
             name: $name,
             kind: Kind::$kind,
+            aliases: m!(@or [$($aliases)?] &[]),
             scale: $scale,
             category: Category::$cat,
+            price_class: PriceClass::$price,
             description: $desc,
             networks: $nets,
-            pipeline: Pipeline::$pipe $(($parg))?,
+            pipeline: $pipe,
             tile_margin: $margin,
-            unavailable: $unavail,
+            unavailable: m!(@or [$(Some($why))?] None),
         }
     };
+    (@or [$given:expr] $default:expr) => { $given };
+    (@or [] $default:expr) => { $default };
 }
 
 /// The catalog (photo models first, then video models, API order).
 pub static CATALOG: &[ModelInfo] = &[
     // ---- photo: enhancement and denoise
     m!(
-        "face_2x", Photo, 2, Enhance,
+        "face_2x", Photo, 2, Enhance, Enhance,
         "Face Clear 2x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) re-done with Real-ESRGAN x4plus, full strength, feathered blend (no face prior)",
-        FACE_CLEAR, Face, 24, None
+        FACE_CLEAR_NETS, Pipeline::Face(FACE_CLEAR), FACE_CLEAR.base_margin
     ),
     m!(
-        "face_4x", Photo, 4, Enhance,
+        "face_4x", Photo, 4, Enhance, Enhance,
         "Face Clear 4x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) re-done with Real-ESRGAN x4plus, full strength, feathered blend (no face prior)",
-        FACE_CLEAR, Face, 24, None
+        FACE_CLEAR_NETS, Pipeline::Face(FACE_CLEAR), FACE_CLEAR.base_margin
     ),
     m!(
-        "face_v2_2x", Photo, 2, Enhance,
+        "face_v2_2x", Photo, 2, Enhance, Enhance,
         "Face Natural 2x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) get 55% Real-ESRGAN x4plus over the base, feathered blend (no face prior)",
-        FACE_CLEAR, Face, 24, None
+        FACE_NATURAL_NETS, Pipeline::Face(FACE_NATURAL), FACE_NATURAL.base_margin
     ),
     m!(
-        "face_v2_4x", Photo, 4, Enhance,
+        "face_v2_4x", Photo, 4, Enhance, Enhance,
         "Face Natural 4x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) get 55% Real-ESRGAN x4plus over the base, feathered blend (no face prior)",
-        FACE_CLEAR, Face, 24, None
+        FACE_NATURAL_NETS, Pipeline::Face(FACE_NATURAL), FACE_NATURAL.base_margin
     ),
     m!(
-        "general_2x", Photo, 2, Enhance,
+        "general_2x", Photo, 2, Enhance, Enhance,
         "General Enhance 2x: Real-ESRGAN general x4v3 (compact), then 2x2 area-average downscale",
-        GENERAL, TiledSr, 24, None
+        GENERAL, Pipeline::TiledSr, 24
     ),
     m!(
-        "general_4x", Photo, 4, Enhance,
+        "general_4x", Photo, 4, Enhance, Enhance,
         "General Enhance 4x: Real-ESRGAN general x4v3 (SRVGGNetCompact, blind real-world degradations)",
-        GENERAL, TiledSr, 24, None
+        GENERAL, Pipeline::TiledSr, 24
     ),
     m!(
-        "high_fidelity_2x", Photo, 2, Enhance,
+        "high_fidelity_2x", Photo, 2, Enhance, Enhance,
         "High Fidelity 2x: SRMDNF x2 (PSNR-trained, bicubic degradation, no noise map)",
-        SRMDNF_X2, Srmd, 16, None
+        SRMDNF_X2_NET, Pipeline::Srmd, 16
     ),
     m!(
-        "high_fidelity_4x", Photo, 4, Enhance,
+        "high_fidelity_4x", Photo, 4, Enhance, Enhance,
         "High Fidelity 4x: SRMDNF x4 (PSNR-trained, bicubic degradation, no noise map)",
-        SRMDNF_X4, Srmd, 16, None
+        SRMDNF_X4_NET, Pipeline::Srmd, 16
     ),
     m!(
-        "sharpen_denoise_1x", Photo, 1, Enhance,
+        "sharpen_denoise_1x", Photo, 1, Enhance, Enhance,
         "Sharp Denoise 1x: noise level estimated from the image (PCA), FFDNet-Clip, then a luma unsharp mask",
-        FFDNET_CLIP, Denoise(DenoiseKind::Sharpen), 32, None
+        FFDNET_CLIP_NET, Pipeline::Denoise(DenoiseKind::Sharpen), 32, aliases: &["sharpen_denoise"]
     ),
     m!(
-        "detail_denoise_1x", Photo, 1, Enhance,
+        "detail_denoise_1x", Photo, 1, Enhance, Enhance,
         "Detail Denoise 1x: noise level estimated from the image (PCA), FFDNet-Clip (texture-keeping sigma)",
-        FFDNET_CLIP, Denoise(DenoiseKind::Detail), 32, None
+        FFDNET_CLIP_NET, Pipeline::Denoise(DenoiseKind::Detail), 32, aliases: &["detail_denoise"]
     ),
     // ---- photo: generative
     m!(
-        "generative_portrait_1x", Photo, 1, Generative,
+        "generative_portrait_1x", Photo, 1, Generative, GenerativePortrait,
         "Generative Portrait 1x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend, 4x4 area-average down (no face prior)",
-        FACE_PORTRAIT, Face, 64, None
+        PORTRAIT_NETS, Pipeline::Face(PORTRAIT), PORTRAIT.base_margin
     ),
     m!(
-        "generative_portrait_2x", Photo, 2, Generative,
+        "generative_portrait_2x", Photo, 2, Generative, GenerativePortrait,
         "Generative Portrait 2x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend, 2x2 area-average down (no face prior)",
-        FACE_PORTRAIT, Face, 64, None
+        PORTRAIT_NETS, Pipeline::Face(PORTRAIT), PORTRAIT.base_margin
     ),
     m!(
-        "generative_portrait_4x", Photo, 4, Generative,
+        "generative_portrait_4x", Photo, 4, Generative, GenerativePortrait,
         "Generative Portrait 4x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend (no face prior)",
-        FACE_PORTRAIT, Face, 64, None
+        PORTRAIT_NETS, Pipeline::Face(PORTRAIT), PORTRAIT.base_margin
     ),
     m!(
-        "generative_1x", Photo, 1, Generative,
+        "generative_1x", Photo, 1, Generative, Generative,
         "Generative Enhance 1x: Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale to the input size",
-        X4PLUS, TiledSr, 64, None
+        X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     m!(
-        "generative_2x", Photo, 2, Generative,
+        "generative_2x", Photo, 2, Generative, Generative,
         "Generative Enhance 2x: Real-ESRGAN x4plus (RRDB, GAN), then 2x2 area-average downscale",
-        X4PLUS, TiledSr, 64, None
+        X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     m!(
-        "generative_4x", Photo, 4, Generative,
+        "generative_4x", Photo, 4, Generative, Generative,
         "Generative Enhance 4x: Real-ESRGAN x4plus (RRDB, GAN-trained, 16.7M params)",
-        X4PLUS, TiledSr, 64, None
+        X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     // ---- video
     m!(
-        "face_soft_2x", Video, 2, Enhance,
+        "face_soft_2x", Video, 2, Enhance, Standard,
         "Face Soft 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 60% Real-ESRGAN general x4v3, feathered blend (no face prior)",
-        FACE_SOFT_VIDEO, Face, 16, None
+        FACE_SOFT_VIDEO_NETS, Pipeline::Face(FACE_SOFT_VIDEO), FACE_SOFT_VIDEO.base_margin
     ),
     m!(
-        "portrait_restore_1x", Video, 1, Enhance,
+        "portrait_restore_1x", Video, 1, Enhance, Standard,
         "Portrait Restore 1x (video): Real-ESRGAN animevideov3 x2 + 2x2 area-average down per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN x4plus, feathered blend (no face prior)",
-        PORTRAIT_VIDEO, Face, 16, None
+        PORTRAIT_VIDEO_NETS, Pipeline::Face(PORTRAIT_VIDEO), PORTRAIT_VIDEO.base_margin
     ),
     m!(
-        "portrait_restore_2x", Video, 2, Enhance,
+        "portrait_restore_2x", Video, 2, Enhance, Standard,
         "Portrait Restore 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN x4plus, feathered blend (no face prior)",
-        PORTRAIT_VIDEO, Face, 16, None
+        PORTRAIT_VIDEO_NETS, Pipeline::Face(PORTRAIT_VIDEO), PORTRAIT_VIDEO.base_margin
     ),
     m!(
-        "general_restore_1x", Video, 1, Enhance,
+        "general_restore_1x", Video, 1, Enhance, Standard,
         "General Restore 1x (video): Real-ESRGAN animevideov3 x2, then 2x2 area-average downscale",
-        ANIME_X2, TiledSr, 16, None
+        ANIME_X2_NET, Pipeline::TiledSr, 16
     ),
     m!(
-        "general_restore_2x", Video, 2, Enhance,
+        "general_restore_2x", Video, 2, Enhance, Standard,
         "General Restore 2x (video): Real-ESRGAN animevideov3 x2 (compact, video-trained)",
-        ANIME_X2, TiledSr, 16, None
+        ANIME_X2_NET, Pipeline::TiledSr, 16
     ),
     m!(
-        "general_restore_4x", Video, 4, Enhance,
+        "general_restore_4x", Video, 4, Enhance, Standard,
         "General Restore 4x (video): Real-ESRGAN animevideov3 x4 (compact, video-trained)",
-        ANIME_X4, TiledSr, 16, None
+        ANIME_X4_NET, Pipeline::TiledSr, 16
     ),
     m!(
-        "ultrahd_restore_2x", Video, 2, Enhance,
+        "ultrahd_restore_2x", Video, 2, Enhance, Premium,
         "Ultra HD Restore 2x (video): Real-ESRGAN general x4v3, then 2x2 area-average downscale",
-        GENERAL, TiledSr, 24, None
+        GENERAL, Pipeline::TiledSr, 24
     ),
     m!(
-        "generative_1x", Video, 1, Generative,
+        "generative_1x", Video, 1, Generative, Premium,
         "Generative 1x (video): Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale",
-        X4PLUS, TiledSr, 64, None
+        X4PLUS_NET, Pipeline::TiledSr, 64
     ),
 ];
 
-/// Look a model up by kind and name. Unknown or unavailable names answer `unknown_model`.
+/// Look a model up by kind and name (or alias), available or not (for listing / docs).
+pub fn find(kind: Kind, name: &str) -> Option<&'static ModelInfo> {
+    CATALOG.iter().find(|m| m.kind == kind && (m.name == name || m.aliases.contains(&name)))
+}
+
+/// Look a runnable model up by kind and name (or alias). Unknown or unavailable names answer
+/// `unknown_model`.
 pub fn lookup(kind: Kind, name: &str) -> Result<&'static ModelInfo> {
-    let name = canonical_name(kind, name);
-    match CATALOG.iter().find(|m| m.kind == kind && m.name == name) {
+    match find(kind, name) {
         Some(m) if m.available() => Ok(m),
         Some(m) => Err(Error::new(
             Code::UnknownModel,
-            format!("{} model '{}' is not available: {}", kind.as_str(), name, m.unavailable.unwrap_or("")),
+            format!("{} model '{}' is not available: {}", kind.as_str(), m.name, m.unavailable.unwrap_or("")),
         )),
         None => Err(Error::new(Code::UnknownModel, format!("unknown {} model '{}'", kind.as_str(), name))),
     }
 }
 
-/// API aliases (compat.md): the suffix-less denoise names.
-pub fn canonical_name(kind: Kind, name: &str) -> &str {
-    match (kind, name) {
-        (Kind::Photo, "sharpen_denoise") => "sharpen_denoise_1x",
-        (Kind::Photo, "detail_denoise") => "detail_denoise_1x",
-        _ => name,
+/// One entry as the JSON view of `models/catalog.json` (helpers/contracts.md section 1): the
+/// fields in that order, snake_case; face pipelines also carry their style as `face`.
+pub fn entry_json(m: &ModelInfo) -> Value {
+    let limits = match m.limits() {
+        Limits::Photo { max_in_mp, max_out_mp } => json!({ "max_in_mp": max_in_mp, "max_out_mp": max_out_mp }),
+        Limits::Video { max_out_mp, min_seconds, max_seconds } => {
+            json!({ "max_out_mp": max_out_mp, "min_seconds": min_seconds, "max_seconds": max_seconds })
+        }
+    };
+    let mut v = json!({
+        "name": m.name,
+        "kind": m.kind.as_str(),
+        "aliases": m.aliases,
+        "scale": m.scale,
+        "category": m.category.as_str(),
+        "price_class": m.price_class.as_str(),
+        "limits": limits,
+        "description": m.description,
+        "networks": m.networks,
+        "pipeline": m.pipeline.id(),
+        "available": m.available(),
+        "reason": m.unavailable,
+    });
+    if let Pipeline::Face(st) = m.pipeline {
+        v["face"] = json!({
+            "base": st.base,
+            "base_margin": st.base_margin,
+            "face_net": st.face_net,
+            "face_margin": st.face_margin,
+            "strength": decimal(st.strength),
+            "enlarge_below": decimal(st.enlarge_below),
+        });
     }
+    v
 }
 
-/// Like [`lookup`] but also returns unavailable entries (for listing / docs).
-pub fn find(kind: Kind, name: &str) -> Option<&'static ModelInfo> {
-    let name = canonical_name(kind, name);
-    CATALOG.iter().find(|m| m.kind == kind && m.name == name)
+/// An f32 of the catalog as the f64 of its shortest decimal: 0.55, not 0.550000011920929 (JSON
+/// and JavaScript numbers are f64).
+pub fn decimal(v: f32) -> f64 {
+    v.to_string().parse().unwrap_or(v as f64)
+}
+
+/// The text of `models/catalog.json`: pretty-printed (2-space indent), trailing newline.
+pub fn json() -> String {
+    let models: Vec<Value> = CATALOG.iter().map(entry_json).collect();
+    let doc = json!({ "note": "generated from native/engine/src/catalog.rs; do not edit", "models": models });
+    let mut s = serde_json::to_string_pretty(&doc).expect("catalog JSON");
+    s.push('\n');
+    s
 }

@@ -1,15 +1,22 @@
-//! The process-wide engine: one backend, one model cache, the photo and video entry points.
+//! The process-wide engine: the backend chosen from the options, the [`Runtime`] on it, and the
+//! entry points the addon (native/node) and the bench CLI (native/cli) call:
+//!
+//! - [`Engine::enhance`]: photo bytes in, encoded bytes out (photo.rs)
+//! - [`Engine::enhance_frames`]: a batch of RGB24 video frames, with optional per-video state (video.rs)
+//! - [`Engine::run_pipeline`] / [`Engine::run_model`]: decoded pixels through a catalog model
+//! - [`probe`]: an image header
+//!
+//! Every entry point turns a panic into an `internal` error ([`guard`]).
 
-use crate::catalog::{self, Kind, ModelInfo, PadMode, Pipeline};
-use crate::flops;
-use crate::raster::{Raster, RasterMut, RasterRef};
-use crate::resample::resample_alpha;
-use crate::tiling::{run_tiled, TilePlan};
-use lucent_core::ncnn::Net;
-use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Prepared, Result};
-use std::collections::HashMap;
+use crate::catalog::{self, Kind, ModelInfo};
+use crate::photo::{self, map_codec, EnhanceOptions, EnhanceOutput};
+use crate::pipelines::{self, VideoState};
+use crate::raster::{Raster, RasterRef};
+use crate::runtime::{lock, Runtime};
+use crate::video::{self, Frames, FramesOutput};
+use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,57 +54,8 @@ pub struct EngineOptions {
     pub tile: Option<usize>,
 }
 
-/// A network loaded and prepared on the engine's backend.
-#[derive(Clone)]
-pub struct LoadedNet {
-    pub stem: String,
-    pub net: Arc<Net>,
-    pub prepared: Arc<dyn Prepared>,
-    pub in_blob: usize,
-    pub out_blob: usize,
-}
-
-/// Everything the tiled SR pipeline needs to know about one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SrSpec {
-    pub stem: String,
-    pub net_scale: usize,
-    /// Final scale (net_scale / down).
-    pub scale: usize,
-    pub pad: usize,
-    pub pad_mode: PadMode,
-    pub margin: usize,
-}
-
-impl SrSpec {
-    pub fn for_model(m: &ModelInfo) -> Result<SrSpec> {
-        if m.pipeline != Pipeline::TiledSr {
-            return Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", m.name)));
-        }
-        let stem = m.networks.first().ok_or_else(|| Error::new(Code::Internal, "model without network"))?;
-        let pp = m.prepost().ok_or_else(|| Error::new(Code::Internal, format!("no pre/post facts for {stem}")))?;
-        if pp.net_scale % m.scale != 0 {
-            return Err(Error::new(Code::Internal, format!("model {} scale {} does not divide net scale {}", m.name, m.scale, pp.net_scale)));
-        }
-        Ok(SrSpec {
-            stem: stem.to_string(),
-            net_scale: pp.net_scale,
-            scale: m.scale,
-            pad: pp.pad,
-            pad_mode: pp.pad_mode,
-            margin: m.tile_margin.max(pp.pad),
-        })
-    }
-}
-
-type Slot = Arc<Mutex<Option<LoadedNet>>>;
-
 pub struct Engine {
-    backend: Arc<dyn Backend>,
-    info: BackendInfo,
-    model_dir: PathBuf,
-    tile: Option<usize>,
-    models: Mutex<HashMap<String, Slot>>,
+    rt: Runtime,
 }
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -116,10 +74,6 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
             Err(Error::new(Code::Internal, format!("{what} panicked: {msg}")))
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Build the backend the options ask for.
@@ -171,12 +125,9 @@ impl Engine {
         })
     }
 
-    pub fn with_backend(backend: Arc<dyn Backend>, model_dir: &Path, tile: Option<usize>) -> Result<Engine> {
-        if !model_dir.is_dir() {
-            return Err(Error::new(Code::ModelMissing, format!("model directory {} does not exist", model_dir.display())));
-        }
-        let info = backend.info();
-        Ok(Engine { backend, info, model_dir: model_dir.to_path_buf(), tile, models: Mutex::new(HashMap::new()) })
+    /// An engine on a given backend (tests, benchmarks); `tile` as [`EngineOptions::tile`].
+    pub fn with_backend(backend: Arc<dyn Backend>, model_dir: &std::path::Path, tile: Option<usize>) -> Result<Engine> {
+        Ok(Engine { rt: Runtime::new(backend, model_dir, tile)? })
     }
 
     /// Initialise the process-wide engine; later calls return the existing one (their options are
@@ -198,187 +149,39 @@ impl Engine {
         ENGINE.get().ok_or_else(|| Error::new(Code::InvalidArgument, "engine not initialised: call init() first"))
     }
 
+    /// What the pipelines run against (backend, networks, tile side).
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
     pub fn info(&self) -> &BackendInfo {
-        &self.info
-    }
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
-    }
-    pub fn model_dir(&self) -> &Path {
-        &self.model_dir
+        self.rt.info()
     }
 
-    /// Load + prepare a network once (per stem); concurrent callers for the same stem wait for the
-    /// first one, other stems are not blocked. Failures are not cached.
-    pub fn network(&self, stem: &str) -> Result<LoadedNet> {
-        let slot = {
-            let mut map = lock(&self.models);
-            map.entry(stem.to_string()).or_default().clone()
-        };
-        let mut s = lock(&slot);
-        if let Some(l) = s.as_ref() {
-            return Ok(l.clone());
-        }
-        if stem.split(['/', '\\']).any(|c| c == "..") && !Path::new(stem).is_absolute() {
-            return Err(Error::new(Code::InvalidArgument, format!("network path '{stem}' leaves the model dir")));
-        }
-        let path = self.model_dir.join(stem);
-        let net = Arc::new(Net::load_stem(&path)?);
-        let in_blob = net
-            .blob("data")
-            .or_else(|| net.input_blobs().first().copied())
-            .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: no input blob")))?;
-        let out_blob = net
-            .blob("output")
-            .or_else(|| net.output_blobs().first().copied())
-            .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: no output blob")))?;
-        let prepared = self.backend.prepare(net.clone())?;
-        let l = LoadedNet { stem: stem.to_string(), net, prepared, in_blob, out_blob };
-        *s = Some(l.clone());
-        Ok(l)
+    /// Photo: decode `bytes`, run the photo model `opts.model`, encode. `progress` gets 0..=100.
+    pub fn enhance(&self, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cancel, progress: &dyn Fn(u32)) -> Result<EnhanceOutput> {
+        guard("enhance", || photo::enhance(&self.rt, bytes, opts, cancel, progress))
     }
 
-    /// Tile side for a network on this engine.
-    pub fn tile_for(&self, net: &Net) -> usize {
-        self.tile.unwrap_or_else(|| self.backend.max_tile(net)).max(8)
+    /// Video: `frames` through video model `model`. `state` carries the per-video state (face
+    /// tracks) across the batches of one video: pass the same one (or one restored with
+    /// [`VideoState::from_bytes`]) with every batch; None smooths within this batch only.
+    pub fn enhance_frames(&self, frames: Frames<'_>, model: &str, state: Option<&mut VideoState>, cancel: &Cancel) -> Result<FramesOutput> {
+        guard("enhance_frames", || video::enhance_frames(&self.rt, frames, model, state, cancel))
     }
 
-    /// Run a tiled SR spec from `src` into `dst` (sizes: dst = src x spec.scale). Colour through the
-    /// network, alpha through the bicubic resampler. `progress(done, total)` per tile.
-    pub fn run_sr_into(
-        &self,
-        spec: &SrSpec,
-        src: RasterRef<'_>,
-        dst: &mut RasterMut<'_>,
-        cancel: &Cancel,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<()> {
-        let l = self.network(&spec.stem)?;
-        let plan = TilePlan {
-            net_scale: spec.net_scale,
-            down: spec.net_scale / spec.scale,
-            pad: spec.pad,
-            pad_mode: spec.pad_mode,
-            margin: spec.margin,
-            tile: self.tile_for(&l.net),
-        };
-        run_tiled(l.prepared.as_ref(), l.in_blob, l.out_blob, src, dst, &plan, cancel, progress)?;
-        resample_alpha(src, dst, cancel)
+    /// Any catalog model's pipeline on decoded pixels (output = input x scale, same layout).
+    pub fn run_pipeline(&self, m: &ModelInfo, src: RasterRef<'_>, cancel: &Cancel, progress: &mut dyn FnMut(usize, usize)) -> Result<Raster> {
+        guard("run", || pipelines::for_model(m)?.run(&self.rt, src, cancel, progress))
     }
 
-    /// Run a tiled SR spec, allocating the output (same channels and bit depth as the input).
-    pub fn run_sr(
-        &self,
-        spec: &SrSpec,
-        src: RasterRef<'_>,
-        cancel: &Cancel,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Raster> {
-        guard("run", || {
-            let (ow, oh) = (src.width * spec.scale, src.height * spec.scale);
-            let mut out = Raster::new(ow, oh, src.channels, src.bit_depth())?;
-            self.run_sr_into(spec, src, &mut out.as_mut(), cancel, progress)?;
-            Ok(out)
-        })
-    }
-
-    /// Run a photo catalog model on decoded pixels.
-    pub fn run_model(
-        &self,
-        model: &str,
-        src: RasterRef<'_>,
-        cancel: &Cancel,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Raster> {
-        let m = catalog::lookup(Kind::Photo, model)?;
-        self.run_pipeline(m, src, cancel, progress)
-    }
-
-    /// Run any catalog model's pipeline on decoded pixels (output = input x scale, same layout).
-    pub fn run_pipeline(
-        &self,
-        m: &ModelInfo,
-        src: RasterRef<'_>,
-        cancel: &Cancel,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Raster> {
-        match m.pipeline {
-            Pipeline::TiledSr => self.run_sr(&SrSpec::for_model(m)?, src, cancel, progress),
-            Pipeline::Srmd => self.run_srmd(m, src, cancel, progress),
-            Pipeline::Denoise(kind) => self.run_denoise_model(m, kind, src, cancel, progress),
-            Pipeline::Face => self.run_face_model(m, src, cancel, progress),
-            Pipeline::Unavailable => {
-                Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", m.name)))
-            }
-        }
-    }
-
-    /// An SR spec for a bare network stem (path relative to the model dir, or absolute, without
-    /// extension): pre/post facts from the catalog table when known, else reflect-pad 10; the
-    /// scale is inferred from the graph.
-    pub fn spec_for_stem(&self, stem: &str) -> Result<SrSpec> {
-        let l = self.network(stem)?;
-        let (c, oh, ow) = flops::blob_shape(&l.net, 64, 64, l.out_blob)
-            .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: cannot infer the output size")))?;
-        if c != 3 || ow != oh || ow % 64 != 0 || ow == 0 {
-            return Err(Error::new(Code::ModelInvalid, format!("{stem}: not an RGB x-scale network (64x64 -> {c}x{oh}x{ow})")));
-        }
-        let net_scale = ow / 64;
-        let (pad, pad_mode) = match catalog::prepost(stem) {
-            Some(pp) => (pp.pad, pp.pad_mode),
-            None => (10, PadMode::Reflect),
-        };
-        Ok(SrSpec { stem: stem.to_string(), net_scale, scale: net_scale, pad, pad_mode, margin: pad.max(16) })
-    }
-
-    /// Video frames: `count` packed RGB24 frames of w x h through a video catalog model; returns
-    /// the packed RGB24 output frames and their size.
-    pub fn enhance_frames(
-        &self,
-        rgb24: &[u8],
-        w: usize,
-        h: usize,
-        count: usize,
-        model: &str,
-        cancel: &Cancel,
-    ) -> Result<(Vec<u8>, usize, usize)> {
-        guard("enhance_frames", || {
-            let m = catalog::lookup(Kind::Video, model)?;
-            if m.pipeline == Pipeline::Face {
-                // Boxes smoothed within this batch only; to carry the smoothing across the batches
-                // of one video use `enhance_frames_tracked` (face/mod.rs).
-                return self.face_frames(rgb24, w, h, count, m, &mut crate::face::FaceTracker::new(), cancel);
-            }
-            let spec = SrSpec::for_model(m)?;
-            let (ow, oh) = (w * spec.scale, h * spec.scale);
-            let (frame, oframe, mut out) = frame_batch(rgb24, w, h, count, ow, oh)?;
-            for i in 0..count {
-                cancel.check()?;
-                let src = RasterRef::new_u8(w, h, 3, &rgb24[i * frame..(i + 1) * frame])?;
-                let mut dst = RasterMut::new_u8(ow, oh, 3, &mut out[i * oframe..(i + 1) * oframe])?;
-                self.run_sr_into(&spec, src, &mut dst, cancel, &mut |_, _| {})?;
-            }
-            Ok((out, ow, oh))
-        })
+    /// A photo catalog model (by name or alias) on decoded pixels.
+    pub fn run_model(&self, model: &str, src: RasterRef<'_>, cancel: &Cancel, progress: &mut dyn FnMut(usize, usize)) -> Result<Raster> {
+        self.run_pipeline(catalog::lookup(Kind::Photo, model)?, src, cancel, progress)
     }
 }
 
-/// Checks that `rgb24` holds `count` packed RGB24 frames of `w` x `h` and allocates the output batch
-/// (`count` frames of `ow` x `oh`) without aborting on failure. Returns (input frame bytes, output frame
-/// bytes, zeroed output buffer).
-pub(crate) fn frame_batch(rgb24: &[u8], w: usize, h: usize, count: usize, ow: usize, oh: usize) -> Result<(usize, usize, Vec<u8>)> {
-    let frame = w
-        .checked_mul(h)
-        .and_then(|p| p.checked_mul(3))
-        .filter(|&f| f > 0)
-        .ok_or_else(|| Error::new(Code::InvalidArgument, format!("bad frame size {w}x{h}")))?;
-    if frame.checked_mul(count) != Some(rgb24.len()) {
-        return Err(Error::new(Code::InvalidArgument, format!("{} bytes is not {count} RGB24 frames of {w}x{h}", rgb24.len())));
-    }
-    let oframe = ow * oh * 3;
-    let total = oframe.checked_mul(count).ok_or_else(|| Error::new(Code::ImageTooLarge, "output too large"))?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(total).map_err(|_| Error::new(Code::ImageTooLarge, format!("cannot allocate {total} bytes")))?;
-    out.resize(total, 0u8);
-    Ok((frame, oframe, out))
+/// Header-only probe with the core's error codes.
+pub fn probe(bytes: &[u8]) -> Result<lucent_codec::Probe> {
+    guard("probe", || lucent_codec::probe(bytes).map_err(map_codec))
 }

@@ -1,11 +1,13 @@
-//! The photo path: decode (with limits) -> model pipeline -> encode, with the API's EXIF / DPI
-//! rules. Codec errors map onto the core's stable codes.
+//! The photo path: decode (with the model's limits) -> the model's pipeline -> encode, with the
+//! API's EXIF / DPI rules. Codec errors map onto the core's stable codes. [`crate::Engine::enhance`]
+//! is its entry point.
 
-use crate::catalog::{self, Category, Kind, Pipeline};
-use crate::engine::{guard, Engine};
-use crate::pipelines::orient::{apply_orientation, reset_exif_orientation};
+use crate::catalog::{self, Category, Kind, Limits};
+use crate::orient::{apply_orientation, reset_exif_orientation};
+use crate::pipelines;
 use crate::raster::{Raster, Samples};
-use lucent_codec::{CodecError, CodecErrorCode, EncodeOptions, Format, Image, Limits, Pixels};
+use crate::runtime::Runtime;
+use lucent_codec::{CodecError, CodecErrorCode, EncodeOptions, Format, Image, Pixels};
 use lucent_core::{Cancel, Code, Error, Result};
 use std::time::Instant;
 
@@ -75,101 +77,79 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-impl Engine {
-    /// Decode `bytes`, run the photo model, encode. `progress` gets 0..=100.
-    pub fn enhance(
-        &self,
-        bytes: &[u8],
-        opts: &EnhanceOptions,
-        cancel: &Cancel,
-        progress: &dyn Fn(u32),
-    ) -> Result<EnhanceOutput> {
-        guard("enhance", || self.enhance_inner(bytes, opts, cancel, progress))
+/// Decode `bytes`, run the photo model, encode. `progress` gets 0..=100.
+pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cancel, progress: &dyn Fn(u32)) -> Result<EnhanceOutput> {
+    let t0 = Instant::now();
+    let model = catalog::lookup(Kind::Photo, &opts.model)?;
+    let pipeline = pipelines::for_model(model)?;
+    let format = parse_format(&opts.format)?;
+    if let Some(d) = opts.dpi {
+        if !(d.is_finite() && d > 0.0 && d <= 1_000_000.0) {
+            return Err(Error::new(Code::InvalidArgument, format!("DPI {d} is not a positive number")));
+        }
     }
+    cancel.check()?;
 
-    fn enhance_inner(
-        &self,
-        bytes: &[u8],
-        opts: &EnhanceOptions,
-        cancel: &Cancel,
-        progress: &dyn Fn(u32),
-    ) -> Result<EnhanceOutput> {
-        let t0 = Instant::now();
-        let model = catalog::lookup(Kind::Photo, &opts.model)?;
-        if model.pipeline == Pipeline::Unavailable {
-            return Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", model.name)));
-        }
-        let format = parse_format(&opts.format)?;
-        if let Some(d) = opts.dpi {
-            if !(d.is_finite() && d > 0.0 && d <= 1_000_000.0) {
-                return Err(Error::new(Code::InvalidArgument, format!("DPI {d} is not a positive number")));
-            }
-        }
-        cancel.check()?;
-
-        // Limits by category, checked on the header before any pixel is decoded.
-        let (max_in, max_out) = model.category.photo_limits();
-        let p = lucent_codec::probe(bytes).map_err(map_codec)?;
-        let in_px = p.width as u64 * p.height as u64;
-        let s = model.scale as u64;
-        if in_px > max_in {
-            return Err(Error::new(
-                Code::ImageTooLarge,
-                format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, max_in / 1_000_000, model.name),
-            ));
-        }
-        if in_px * s * s > max_out {
-            return Err(Error::new(
-                Code::ImageTooLarge,
-                format!("output {}x{} would be over the {} MP limit of {}", p.width as u64 * s, p.height as u64 * s, max_out / 1_000_000, model.name),
-            ));
-        }
-        let limits = Limits { max_pixels: max_in, ..Limits::default() };
-        let td = Instant::now();
-        let img = lucent_codec::decode(bytes, &limits).map_err(map_codec)?;
-        let decode_ms = ms_since(td);
-        let (src, mut meta) = image_to_raster(img)?;
-        // EXIF orientation: turn the pixels upright, and say so in any EXIF kept.
-        let src = match meta.orientation {
-            Some(o) if (2..=8).contains(&o) => apply_orientation(&src, o)?,
-            _ => src,
-        };
-        meta.orientation = None;
-        if let Some(x) = meta.exif.as_mut() {
-            reset_exif_orientation(x);
-        }
-        progress(5);
-        cancel.check()?;
-
-        let tr = Instant::now();
-        let mut on_tile = |done: usize, total: usize| {
-            progress(5 + (90 * done / total.max(1)) as u32);
-        };
-        let out = self.run_pipeline(model, src.as_ref(), cancel, &mut on_tile)?;
-        let run_ms = ms_since(tr);
-        drop(src);
-        cancel.check()?;
-
-        let te = Instant::now();
-        let (width, height) = (out.width as u32, out.height as u32);
-        let img = raster_to_image(out, meta);
-        let dpi = match model.category {
-            Category::Enhance => opts.dpi,
-            Category::Generative => None,
-        };
-        let eo = EncodeOptions {
-            keep_exif: opts.exif,
-            dpi,
-            quality: opts.quality.unwrap_or(EncodeOptions::default().quality),
-        };
-        let data = lucent_codec::encode(&img, format, &eo).map_err(map_codec)?;
-        let encode_ms = ms_since(te);
-        progress(100);
-        Ok(EnhanceOutput { data, width, height, format: format.extension(), ms: ms_since(t0), decode_ms, run_ms, encode_ms })
+    // The model's limits, checked on the header before any pixel is decoded.
+    let Limits::Photo { max_in_mp, max_out_mp } = model.limits() else {
+        return Err(Error::new(Code::Internal, format!("photo model {} has no photo limits", model.name)));
+    };
+    let (max_in, max_out) = (max_in_mp as u64 * 1_000_000, max_out_mp as u64 * 1_000_000);
+    let p = lucent_codec::probe(bytes).map_err(map_codec)?;
+    let in_px = p.width as u64 * p.height as u64;
+    let s = model.scale as u64;
+    if in_px > max_in {
+        return Err(Error::new(
+            Code::ImageTooLarge,
+            format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, max_in_mp, model.name),
+        ));
     }
-}
+    if in_px * s * s > max_out {
+        return Err(Error::new(
+            Code::ImageTooLarge,
+            format!("output {}x{} would be over the {} MP limit of {}", p.width as u64 * s, p.height as u64 * s, max_out_mp, model.name),
+        ));
+    }
+    let limits = lucent_codec::Limits { max_pixels: max_in, ..Default::default() };
+    let td = Instant::now();
+    let img = lucent_codec::decode(bytes, &limits).map_err(map_codec)?;
+    let decode_ms = ms_since(td);
+    let (src, mut meta) = image_to_raster(img)?;
+    // EXIF orientation: turn the pixels upright, and say so in any EXIF kept.
+    let src = match meta.orientation {
+        Some(o) if (2..=8).contains(&o) => apply_orientation(&src, o)?,
+        _ => src,
+    };
+    meta.orientation = None;
+    if let Some(x) = meta.exif.as_mut() {
+        reset_exif_orientation(x);
+    }
+    progress(5);
+    cancel.check()?;
 
-/// Header-only probe with the core's error codes.
-pub fn probe(bytes: &[u8]) -> Result<lucent_codec::Probe> {
-    guard("probe", || lucent_codec::probe(bytes).map_err(map_codec))
+    let tr = Instant::now();
+    let mut on_step = |done: usize, total: usize| {
+        progress(5 + (90 * done / total.max(1)) as u32);
+    };
+    let out = pipeline.run(rt, src.as_ref(), cancel, &mut on_step)?;
+    let run_ms = ms_since(tr);
+    drop(src);
+    cancel.check()?;
+
+    let te = Instant::now();
+    let (width, height) = (out.width as u32, out.height as u32);
+    let img = raster_to_image(out, meta);
+    let dpi = match model.category {
+        Category::Enhance => opts.dpi,
+        Category::Generative => None,
+    };
+    let eo = EncodeOptions {
+        keep_exif: opts.exif,
+        dpi,
+        quality: opts.quality.unwrap_or(EncodeOptions::default().quality),
+    };
+    let data = lucent_codec::encode(&img, format, &eo).map_err(map_codec)?;
+    let encode_ms = ms_since(te);
+    progress(100);
+    Ok(EnhanceOutput { data, width, height, format: format.extension(), ms: ms_since(t0), decode_ms, run_ms, encode_ms })
 }

@@ -8,10 +8,64 @@
 //! which is written straight into the 8/16-bit destination. An optional integer box (area)
 //! downscale `down` is applied to each tile's core on the way out. Nothing full-size is held in
 //! float: memory is bounded by the tile size.
+//!
+//! [`SrSpec`] is one network's tiled run minus the tile side (which the runtime picks per backend):
+//! every pipeline builds its specs here, the one way, from the catalog's pre/post facts.
 
-use crate::catalog::PadMode;
+use crate::catalog::{self, ModelInfo, PadMode, Pipeline, PrePost};
 use crate::raster::{RasterMut, RasterRef};
 use lucent_core::{Cancel, Code, Error, Prepared, Result, Tensor};
+
+/// Everything a tiled run of one network needs except the tile side: the network, its scale and
+/// border padding (catalog pre/post facts), the output scale and the per-tile context margin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrSpec {
+    pub stem: String,
+    pub net_scale: usize,
+    /// Final scale (net_scale / down).
+    pub scale: usize,
+    pub pad: usize,
+    pub pad_mode: PadMode,
+    pub margin: usize,
+}
+
+impl SrSpec {
+    /// Network `stem` (with pre/post facts `pp`) run at output `scale` (a divisor of its own) with
+    /// `margin` px of context per tile side (at least its padding). The one constructor.
+    pub fn with_prepost(stem: &str, pp: PrePost, scale: usize, margin: usize) -> Result<SrSpec> {
+        if scale == 0 || pp.net_scale % scale != 0 {
+            return Err(Error::new(Code::Internal, format!("{stem}: scale {scale} does not divide its net scale {}", pp.net_scale)));
+        }
+        Ok(SrSpec { stem: stem.to_string(), net_scale: pp.net_scale, scale, pad: pp.pad, pad_mode: pp.pad_mode, margin: margin.max(pp.pad) })
+    }
+
+    /// A catalog network (its pre/post facts from [`catalog::prepost`]).
+    pub fn new(stem: &str, scale: usize, margin: usize) -> Result<SrSpec> {
+        let pp = catalog::prepost(stem).ok_or_else(|| Error::new(Code::Internal, format!("no pre/post facts for {stem}")))?;
+        SrSpec::with_prepost(stem, pp, scale, margin)
+    }
+
+    /// The spec of a plain tiled-SR catalog model (its network, scale and tile margin).
+    pub fn for_model(m: &ModelInfo) -> Result<SrSpec> {
+        if m.pipeline != Pipeline::TiledSr {
+            return Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", m.name)));
+        }
+        let stem = m.networks.first().ok_or_else(|| Error::new(Code::Internal, "model without network"))?;
+        SrSpec::new(stem, m.scale, m.tile_margin)
+    }
+
+    /// The tile plan for core tiles of `tile` input px.
+    pub fn plan(&self, tile: usize) -> TilePlan {
+        TilePlan {
+            net_scale: self.net_scale,
+            down: self.net_scale / self.scale.max(1),
+            pad: self.pad,
+            pad_mode: self.pad_mode,
+            margin: self.margin,
+            tile,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TilePlan {
@@ -68,6 +122,11 @@ pub trait TileAdapter {
     /// 3 x (rh * net_scale) x (rw * net_scale) RGB from the network output, for a tile of rw x rh.
     fn output(&self, out: Tensor, _rw: usize, _rh: usize) -> Result<Tensor> {
         Ok(out)
+    }
+    /// The core tile side to use when the runtime offers `side` (e.g. an even one for
+    /// space-to-depth inputs).
+    fn tile_side(&self, side: usize) -> usize {
+        side
     }
 }
 

@@ -1,6 +1,7 @@
 //! Every photo model of the catalog on real networks and real images (small inputs, CPU backend):
 //! sizes, formats, alpha, aliases, EXIF orientation, video names, tiled == untiled for the SRMD and
-//! FFDNet pipelines, reference PSNR for SRMDNF, blind-denoise quality, models/required.json.
+//! FFDNet pipelines, reference PSNR for SRMDNF, blind-denoise quality, models/required.json and
+//! models/catalog.json (the catalog's generated views).
 //!
 //! Model dir: env LUCENT_MODEL_DIR, else ../shared/models. The converted denoisers
 //! (denoise/ffdnet_clip_color.*) exist only after `lucent models fetch`; without them the denoise
@@ -10,7 +11,7 @@ use lucent_codec::{EncodeOptions, Format, Metadata};
 use lucent_core::cpu::CpuBackend;
 use lucent_engine::photo::{image_to_raster, raster_to_image};
 use lucent_engine::pipelines::noise::estimate_noise_clip_aware;
-use lucent_engine::{catalog, Cancel, Code, EnhanceOptions, Engine, Kind, Pipeline, Raster, Samples};
+use lucent_engine::{catalog, Cancel, Code, EnhanceOptions, Engine, Frames, FramesOutput, Kind, Pipeline, Raster, Samples};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -370,7 +371,7 @@ fn video_ultrahd_and_generative() {
     let Samples::U8(frame) = &src.samples else { panic!() };
     let e = engine(None);
     for (name, s) in [("ultrahd_restore_2x", 2), ("generative_1x", 1)] {
-        let (out, w, h) = e.enhance_frames(frame, 12, 10, 1, name, &Cancel::new()).unwrap();
+        let FramesOutput { rgb24: out, width: w, height: h } = e.enhance_frames(Frames::new(frame, 12, 10, 1), name, None, &Cancel::new()).unwrap();
         assert_eq!((w, h, out.len()), (12 * s, 10 * s, 12 * s * 10 * s * 3), "{name}");
         // Same pixels as the photo pipeline of the same networks.
         let photo = match name {
@@ -401,4 +402,59 @@ fn required_json_matches_catalog() {
     let start = text.find("\"stems\"").expect("stems");
     let got: BTreeSet<&str> = text[start..].split('"').filter(|s| s.contains('/') && !s.contains(char::is_whitespace)).collect();
     assert_eq!(got, want, "models/required.json is out of date with the catalog");
+}
+
+/// models/catalog.json is the catalog's JSON view (`catalog::json`), read by the server, the docs
+/// and the addon's tests. LUCENT_WRITE_CATALOG=1 rewrites it.
+#[test]
+fn catalog_json_matches_catalog() {
+    let path = root().join("models/catalog.json");
+    let want = catalog::json();
+    if std::env::var_os("LUCENT_WRITE_CATALOG").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let got = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        got == want,
+        "models/catalog.json is out of date with native/engine/src/catalog.rs; regenerate it: \
+         LUCENT_WRITE_CATALOG=1 cargo test -p lucent-engine --test catalog_models catalog_json"
+    );
+}
+
+/// The facts the server bills and limits by (api.md "Limits", the price tables' rows), as the
+/// catalog states them, and the JSON view carrying them.
+#[test]
+fn price_classes_aliases_and_limits() {
+    use catalog::{Limits, PriceClass};
+    for m in catalog::CATALOG {
+        let want = match (m.kind, m.name) {
+            (Kind::Video, "generative_1x" | "ultrahd_restore_2x") => PriceClass::Premium,
+            (Kind::Video, _) => PriceClass::Standard,
+            (Kind::Photo, n) if n.starts_with("generative_portrait_") => PriceClass::GenerativePortrait,
+            (Kind::Photo, n) if n.starts_with("generative_") => PriceClass::Generative,
+            (Kind::Photo, _) => PriceClass::Enhance,
+        };
+        assert_eq!(m.price_class, want, "{} {}", m.kind.as_str(), m.name);
+        let limits = match (m.kind, m.category) {
+            (Kind::Photo, catalog::Category::Enhance) => Limits::Photo { max_in_mp: 70, max_out_mp: 432 },
+            (Kind::Photo, catalog::Category::Generative) => Limits::Photo { max_in_mp: 34, max_out_mp: 34 },
+            (Kind::Video, _) => Limits::Video { max_out_mp: 36, min_seconds: 0.5, max_seconds: 3600 },
+        };
+        assert_eq!(m.limits(), limits, "{}", m.name);
+        let j = catalog::entry_json(m);
+        assert_eq!(j["price_class"], m.price_class.as_str());
+        assert_eq!(j["scale"], m.scale);
+        assert_eq!(j["available"], m.available());
+    }
+    let photo_aliases: Vec<(&str, &str)> =
+        catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo).flat_map(|m| m.aliases.iter().map(move |a| (*a, m.name))).collect();
+    assert_eq!(photo_aliases, [("sharpen_denoise", "sharpen_denoise_1x"), ("detail_denoise", "detail_denoise_1x")]);
+    assert!(catalog::CATALOG.iter().filter(|m| m.kind == Kind::Video).all(|m| m.aliases.is_empty()));
+    let j = catalog::entry_json(catalog::find(Kind::Photo, "detail_denoise").unwrap());
+    assert_eq!(j["aliases"], serde_json::json!(["detail_denoise"]));
+    assert_eq!(j["limits"], serde_json::json!({ "max_in_mp": 70, "max_out_mp": 432 }));
+    assert_eq!(j["reason"], serde_json::Value::Null);
+    let j = catalog::entry_json(catalog::find(Kind::Video, "generative_1x").unwrap());
+    assert_eq!(j["limits"], serde_json::json!({ "max_out_mp": 36, "min_seconds": 0.5, "max_seconds": 3600 }));
+    assert_eq!(j["price_class"], "premium");
 }

@@ -4,7 +4,7 @@
 use lucent_codec::{EncodeOptions, Format};
 use lucent_core::cpu::CpuBackend;
 use lucent_engine::photo::{image_to_raster, raster_to_image};
-use lucent_engine::{catalog, Cancel, Code, EnhanceOptions, Engine, Kind, Raster, Samples, SrSpec};
+use lucent_engine::{catalog, Cancel, Code, EnhanceOptions, Engine, Enhancer, Frames, FramesOutput, Kind, Raster, Samples, SrSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -88,8 +88,8 @@ fn tiled_equals_untiled() {
     for name in ["general_4x", "general_2x"] {
         let spec = SrSpec::for_model(catalog::lookup(Kind::Photo, name).unwrap()).unwrap();
         let mut tiles = 0;
-        let a = whole.run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
-        let b = tiled.run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, t| tiles = t).unwrap();
+        let a = spec.run(whole.runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+        let b = spec.run(tiled.runtime(), src.as_ref(), &Cancel::new(), &mut |_, t| tiles = t).unwrap();
         assert_eq!(tiles, 12);
         assert_eq!((a.width, a.height), (112 * spec.scale, 88 * spec.scale));
         let d = max_abs_diff(&a, &b);
@@ -106,8 +106,8 @@ fn tiled_equals_untiled_video_x2() {
     need_data!();
     let src = crop(&decode(&photo("0014.jpg")), 10, 20, 80, 72);
     let spec = SrSpec::for_model(catalog::lookup(Kind::Video, "general_restore_2x").unwrap()).unwrap();
-    let a = engine(Some(4096)).run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
-    let b = engine(Some(24)).run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let a = spec.run(engine(Some(4096)).runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let b = spec.run(engine(Some(24)).runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
     let d = max_abs_diff(&a, &b);
     eprintln!("animevideov3-x2: tiled vs untiled max abs diff {d}");
     assert!(d <= 1.0 / 255.0 + 1e-6);
@@ -144,15 +144,15 @@ fn video_frames() {
     frames.extend_from_slice(frame);
     let e = engine(None);
     for (name, s) in [("general_restore_1x", 1), ("general_restore_2x", 2), ("general_restore_4x", 4)] {
-        let (out, w, h) = e.enhance_frames(&frames, 24, 16, 2, name, &Cancel::new()).unwrap();
+        let FramesOutput { rgb24: out, width: w, height: h } = e.enhance_frames(Frames::new(&frames, 24, 16, 2), name, None, &Cancel::new()).unwrap();
         assert_eq!((w, h), (24 * s, 16 * s));
         assert_eq!(out.len(), 2 * w * h * 3);
         // Two identical frames give identical outputs.
         assert_eq!(out[..w * h * 3], out[w * h * 3..]);
     }
-    let err = e.enhance_frames(&frames, 24, 16, 3, "general_restore_2x", &Cancel::new()).unwrap_err();
+    let err = e.enhance_frames(Frames::new(&frames, 24, 16, 3), "general_restore_2x", None, &Cancel::new()).unwrap_err();
     assert_eq!(err.code, Code::InvalidArgument);
-    let err = e.enhance_frames(&frames, 24, 16, 2, "general_4x", &Cancel::new()).unwrap_err();
+    let err = e.enhance_frames(Frames::new(&frames, 24, 16, 2), "general_4x", None, &Cancel::new()).unwrap_err();
     assert_eq!(err.code, Code::UnknownModel, "photo names are not video models");
 }
 
@@ -330,8 +330,8 @@ fn catalog_facts() {
     assert_eq!((pp.pad, pp.crop, pp.pad_mode), (10, 40, lucent_engine::PadMode::Reflect));
     // Network scale inferred from the graph agrees with the table.
     let e = engine(None);
-    assert_eq!(e.spec_for_stem("sr/realesr-general-x4v3").unwrap().net_scale, 4);
-    assert_eq!(e.spec_for_stem("sr/realesr-animevideov3-x2").unwrap().net_scale, 2);
+    assert_eq!(e.runtime().spec_for_stem("sr/realesr-general-x4v3").unwrap().net_scale, 4);
+    assert_eq!(e.runtime().spec_for_stem("sr/realesr-animevideov3-x2").unwrap().net_scale, 2);
 }
 
 /// PSNR on Y (BT.601, 8-bit rounded, border = scale) of general_4x on Set5 x4 against the figure
@@ -348,7 +348,7 @@ fn set5_x4_psnr_matches_reference() {
     for n in names {
         let hr = decode(&std::fs::read(dir.join(format!("HR/{n}.png"))).unwrap());
         let lr = decode(&std::fs::read(dir.join(format!("LR_bicubic/X4/{n}x4.png"))).unwrap());
-        let sr = e.run_sr(&spec, lr.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+        let sr = spec.run(e.runtime(), lr.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
         let y = |r: &Raster, x: usize, yy: usize| {
             let px = |c| (r.get(x, yy, c) * 255.0).round() as f64 / 255.0;
             16.0 + 65.481 * px(0) + 128.553 * px(1) + 24.966 * px(2)
@@ -392,17 +392,17 @@ fn tiled_equals_untiled_rrdb() {
     need_data!();
     let src = crop(&decode(&photo("0030.jpg")), 60, 60, 48, 40);
     let spec = SrSpec::for_model(catalog::lookup(Kind::Photo, "generative_4x").unwrap()).unwrap();
-    let a = engine(Some(4096)).run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let a = spec.run(engine(Some(4096)).runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
     // LUCENT_TEST_MARGINS=40,48,64 explores other margins (reported, asserted only for the catalog's).
     let extra: Vec<usize> = std::env::var("LUCENT_TEST_MARGINS").ok().map(|v| v.split(',').filter_map(|m| m.parse().ok()).collect()).unwrap_or_default();
     for m in extra {
         let mut s2 = spec.clone();
         s2.margin = m;
-        let b = engine(Some(20)).run_sr(&s2, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+        let b = s2.run(engine(Some(20)).runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
         let d = max_abs_diff(&a, &b);
         eprintln!("realesrgan-x4plus margin {m}: tiled vs untiled max abs diff {:.2}/255", d * 255.0);
     }
-    let b = engine(Some(20)).run_sr(&spec, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let b = spec.run(engine(Some(20)).runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
     let d = max_abs_diff(&a, &b);
     eprintln!("realesrgan-x4plus (catalog margin {}): tiled vs untiled max abs diff {d} ({:.2}/255)", spec.margin, d * 255.0);
     assert!(d <= 1.0 / 255.0 + 1e-6);

@@ -6,9 +6,9 @@ use lucent_codec::{EncodeOptions, Format};
 use lucent_core::cpu::CpuBackend;
 use lucent_engine::face::blend::{face_region, FaceMask};
 use lucent_engine::face::image::Rgb;
-use lucent_engine::face::{self, FaceBox, FacePrior, FaceTracker};
+use lucent_engine::face::{detect_faces, FaceBox, FacePipeline, FacePrior, FaceTracker};
 use lucent_engine::photo::{image_to_raster, raster_to_image};
-use lucent_engine::{catalog, Cancel, EnhanceOptions, Engine, Kind, Pipeline, Raster, Result, Samples};
+use lucent_engine::{catalog, Cancel, EnhanceOptions, Engine, Enhancer, Frames, FramesOutput, Kind, Pipeline, Raster, Result, Samples, VideoState};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -101,7 +101,7 @@ fn detector_finds_every_face_in_the_whole_pictures() {
     assert_eq!(expected.len(), 4);
     for (name, n) in expected {
         let img = load(&format!("whole/{name}"));
-        let faces = e.detect_faces(img.as_ref(), &Cancel::new()).unwrap();
+        let faces = detect_faces(e.runtime(), img.as_ref(), &Cancel::new()).unwrap();
         let desc: Vec<String> = faces
             .iter()
             .map(|f| format!("({:.0},{:.0} {:.0}x{:.0} s={:.3})", f.x0, f.y0, f.width(), f.height(), f.score))
@@ -129,7 +129,7 @@ fn detector_finds_one_big_face_in_each_aligned_crop() {
     for n in names {
         let n = n.to_string_lossy().to_string();
         let img = load(&format!("cropped/{n}"));
-        let faces = e.detect_faces(img.as_ref(), &Cancel::new()).unwrap();
+        let faces = detect_faces(e.runtime(), img.as_ref(), &Cancel::new()).unwrap();
         assert_eq!(faces.len(), 1, "{n}: {faces:?}");
         let f = &faces[0];
         let (w, h) = (img.width as f32, img.height as f32);
@@ -161,7 +161,7 @@ fn face_blend_has_no_seam() {
     let m = catalog::lookup(Kind::Photo, "face_2x").unwrap();
     let out = e.run_pipeline(m, src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
     let base = e.run_pipeline(catalog::lookup(Kind::Photo, "general_2x").unwrap(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
-    let faces = e.detect_faces(src.as_ref(), &Cancel::new()).unwrap();
+    let faces = detect_faces(e.runtime(), src.as_ref(), &Cancel::new()).unwrap();
     assert!(!faces.is_empty(), "the test crop must hold a face");
     let (w, h) = (out.width, out.height);
     let masks: Vec<FaceMask> = faces.iter().map(|f| FaceMask::new(f, 2.0)).collect();
@@ -227,10 +227,10 @@ fn face_models_output_sizes_formats_and_alpha() {
     let pic = load("whole/01.jpg");
     // 01.jpg's left face downscaled to ~12 px in a 26 x 26 picture, still found by the detector.
     let face = resized(&crop(&pic, 0, 20, 110, 110), 26, 26);
-    assert_eq!(e.detect_faces(face.as_ref(), &Cancel::new()).unwrap().len(), 1);
+    assert_eq!(detect_faces(e.runtime(), face.as_ref(), &Cancel::new()).unwrap().len(), 1);
     // A faceless patch (background wall, top left corner).
     let plain = crop(&pic, 0, 0, 16, 12);
-    assert_eq!(e.detect_faces(plain.as_ref(), &Cancel::new()).unwrap().len(), 0);
+    assert_eq!(detect_faces(e.runtime(), plain.as_ref(), &Cancel::new()).unwrap().len(), 0);
     // The face picture with a varying alpha plane (RGBA PNG).
     let Samples::U8(rgb) = &face.samples else { panic!() };
     let mut rgba = Vec::new();
@@ -255,7 +255,7 @@ fn face_models_output_sizes_formats_and_alpha() {
         ("generative_portrait_2x", 3, "jpg"),
         ("generative_portrait_4x", 2, "png"),
     ];
-    let names: Vec<_> = catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo && m.pipeline == Pipeline::Face).map(|m| m.name).collect();
+    let names: Vec<_> = catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo && matches!(m.pipeline, Pipeline::Face(_))).map(|m| m.name).collect();
     let mut covered: Vec<_> = runs.iter().map(|r| r.0).collect();
     covered.sort();
     let mut sorted = names.clone();
@@ -316,21 +316,25 @@ fn face_prior_hook_is_used() {
     }
     let e = engine();
     let src = resized(&crop(&load("whole/01.jpg"), 0, 20, 110, 110), 26, 26);
-    let faces = e.detect_faces(src.as_ref(), &Cancel::new()).unwrap();
+    let faces = detect_faces(e.runtime(), src.as_ref(), &Cancel::new()).unwrap();
     assert_eq!(faces.len(), 1);
     let m = catalog::lookup(Kind::Photo, "face_2x").unwrap();
-    let out = e.run_face_with(m, src.as_ref(), Some(&Flat), &Cancel::new(), &mut |_, _| {}).unwrap();
+    let out = FacePipeline::for_model(m).unwrap().with_prior(&Flat).run(e.runtime(), src.as_ref(), &Cancel::new(), &mut |_, _| {}).unwrap();
     let (cx, cy) = ((faces[0].cx() * 2.0) as usize, (faces[0].cy() * 2.0) as usize);
     assert_eq!([out.get(cx, cy, 0), out.get(cx, cy, 1), out.get(cx, cy, 2)], [1.0, 0.0, 0.0], "pure red from the prior");
 }
 
 #[test]
 fn face_styles_match_the_catalog() {
+    let face_models: Vec<_> = catalog::CATALOG.iter().filter(|m| matches!(m.pipeline, Pipeline::Face(_))).map(|m| (m.kind, m.name)).collect();
+    let photo = ["face_2x", "face_4x", "face_v2_2x", "face_v2_4x", "generative_portrait_1x", "generative_portrait_2x", "generative_portrait_4x"];
+    let video = ["face_soft_2x", "portrait_restore_1x", "portrait_restore_2x"];
+    let want: Vec<_> = photo.iter().map(|n| (Kind::Photo, *n)).chain(video.iter().map(|n| (Kind::Video, *n))).collect();
+    assert_eq!(face_models, want, "the face / portrait names run the face pipeline, the others do not");
     for m in catalog::CATALOG {
-        let st = face::style(m.kind, m.name);
-        assert_eq!(st.is_some(), m.pipeline == Pipeline::Face, "{}", m.name);
-        if let Some(st) = st {
+        if let Pipeline::Face(st) = m.pipeline {
             assert_eq!(m.networks, &[st.base, st.face_net, "face/retinaface-slim"], "{}", m.name);
+            assert_eq!(m.tile_margin, st.base_margin, "{}", m.name);
             assert!(model_dir().join(format!("{}.param", st.face_net)).exists() || !have_data());
         }
     }
@@ -359,7 +363,7 @@ fn tracker_smooths_jittered_detections() {
     for _ in 0..12 {
         let (dx, dy) = (20 + rnd(), 15 + rnd());
         let f = crop(&img, dx, dy, 200, 150);
-        let dets = e.detect_faces(f.as_ref(), &Cancel::new()).unwrap();
+        let dets = detect_faces(e.runtime(), f.as_ref(), &Cancel::new()).unwrap();
         // The tracker works in frame coordinates; convert both to picture coordinates.
         let shift = |b: &FaceBox| FaceBox { x0: b.x0 + dx as f32, x1: b.x1 + dx as f32, y0: b.y0 + dy as f32, y1: b.y1 + dy as f32, ..*b };
         // Feed the tracker detections in picture coordinates (a static scene with jittery boxes).
@@ -401,7 +405,8 @@ fn video_face_models_enhance_frames() {
     let Samples::U8(f) = &frame.samples else { panic!() };
     let frames: Vec<u8> = f.iter().chain(f.iter()).copied().collect();
     for (name, s, n) in [("face_soft_2x", 2, 2), ("portrait_restore_1x", 1, 1), ("portrait_restore_2x", 2, 2)] {
-        let (out, w, h) = e.enhance_frames(&frames[..n * 26 * 26 * 3], 26, 26, n, name, &Cancel::new()).unwrap();
+        let FramesOutput { rgb24: out, width: w, height: h } =
+            e.enhance_frames(Frames::new(&frames[..n * 26 * 26 * 3], 26, 26, n), name, None, &Cancel::new()).unwrap();
         assert_eq!((w, h, out.len()), (26 * s, 26 * s, n * 26 * s * 26 * s * 3), "{name}");
         if n == 2 {
             // Two identical frames of a face seen from the first frame on: identical outputs.
@@ -410,16 +415,16 @@ fn video_face_models_enhance_frames() {
     }
     // The tracker state survives a round trip between batches and changes the second batch only
     // through the carried tracks.
-    let mut t = FaceTracker::new();
-    let (a, _, _) = e.enhance_frames_tracked(f, 26, 26, 1, "face_soft_2x", &mut t, &Cancel::new()).unwrap();
-    assert_eq!(t.frames(), 1);
-    let mut t2 = FaceTracker::from_bytes(&t.to_bytes()).unwrap();
-    let (b, _, _) = e.enhance_frames_tracked(f, 26, 26, 1, "face_soft_2x", &mut t2, &Cancel::new()).unwrap();
-    assert_eq!(t2.frames(), 2);
+    let mut t = VideoState::new();
+    let a = e.enhance_frames(Frames::new(f, 26, 26, 1), "face_soft_2x", Some(&mut t), &Cancel::new()).unwrap().rgb24;
+    assert_eq!(t.faces().map(FaceTracker::frames), Some(1));
+    let mut t2 = VideoState::from_bytes(&t.to_bytes());
+    let b = e.enhance_frames(Frames::new(f, 26, 26, 1), "face_soft_2x", Some(&mut t2), &Cancel::new()).unwrap().rgb24;
+    assert_eq!(t2.faces().map(FaceTracker::frames), Some(2));
     assert_eq!(a, b, "a static face keeps its full-weight restoration across batches");
     // Without a face the base pipeline is all there is: compare with general_restore_2x.
     let blank = vec![128u8; 26 * 26 * 3];
-    let (x, _, _) = e.enhance_frames(&blank, 26, 26, 1, "face_soft_2x", &Cancel::new()).unwrap();
-    let (y, _, _) = e.enhance_frames(&blank, 26, 26, 1, "general_restore_2x", &Cancel::new()).unwrap();
+    let x = e.enhance_frames(Frames::new(&blank, 26, 26, 1), "face_soft_2x", None, &Cancel::new()).unwrap().rgb24;
+    let y = e.enhance_frames(Frames::new(&blank, 26, 26, 1), "general_restore_2x", None, &Cancel::new()).unwrap().rgb24;
     assert_eq!(x, y);
 }

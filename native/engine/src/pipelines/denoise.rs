@@ -10,15 +10,15 @@
 //! CDnCNN-B (blind DnCNN) and realesr-general-x4v3 (x4, then 4x4 area down) are kept here as the
 //! measured alternatives (`examples/denoise_eval.rs`).
 
-use crate::catalog::{DenoiseKind, ModelInfo, PadMode};
-use crate::engine::{guard, Engine, SrSpec};
-use crate::pipelines::noise::{estimate_noise_clip_aware, NoiseEstimate};
-use crate::raster::{Raster, RasterMut, RasterRef};
-use crate::resample::resample_alpha;
-use crate::tiling::{run_tiled_with, TileAdapter, TilePlan};
+use super::noise::{estimate_noise_clip_aware, NoiseEstimate};
+use super::enhancer::Enhancer;
+use crate::catalog::{self, DenoiseKind, ModelInfo, Pipeline};
+use crate::raster::{RasterMut, RasterRef};
+use crate::runtime::Runtime;
+use crate::tiling::{SrSpec, TileAdapter};
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
 
-pub const FFDNET_CLIP: &str = "denoise/ffdnet_clip_color";
+pub use crate::catalog::FFDNET_CLIP;
 pub const FFDNET: &str = "denoise/ffdnet_color";
 pub const CDNCNN_B: &str = "denoise/cdncnn_b_color";
 
@@ -128,6 +128,15 @@ impl TileAdapter for FfdnetAdapter {
         }
         Ok(rgb)
     }
+
+    /// Even tiles keep every tile's space-to-depth phase equal to the whole image's.
+    fn tile_side(&self, side: usize) -> usize {
+        even_tile(side)
+    }
+}
+
+fn even_tile(side: usize) -> usize {
+    (side & !1).max(16)
 }
 
 /// CDnCNN-B with an optional unsharp mask.
@@ -141,6 +150,10 @@ impl TileAdapter for DncnnAdapter {
             unsharp_luma(&mut out, u);
         }
         Ok(out)
+    }
+
+    fn tile_side(&self, side: usize) -> usize {
+        even_tile(side)
     }
 }
 
@@ -199,54 +212,72 @@ pub enum Method {
     GeneralX4Down,
 }
 
-impl Engine {
-    /// Run a denoising method tiled from `src` into a new raster of the same size and layout.
-    pub fn run_denoise(&self, method: &Method, src: RasterRef<'_>, cancel: &Cancel, progress: &mut dyn FnMut(usize, usize)) -> Result<Raster> {
-        guard("denoise", || {
-            let mut out = Raster::new(src.width, src.height, src.channels, src.bit_depth())?;
-            self.run_denoise_into(method, src, &mut out.as_mut(), cancel, progress)?;
-            Ok(out)
-        })
+impl Enhancer for Method {
+    fn scale(&self) -> usize {
+        1
     }
 
-    pub fn run_denoise_into(
+    fn run_into(
         &self,
-        method: &Method,
+        rt: &Runtime,
         src: RasterRef<'_>,
         dst: &mut RasterMut<'_>,
         cancel: &Cancel,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<()> {
-        let (stem, adapter): (&str, Box<dyn TileAdapter>) = match method {
-            Method::Ffdnet { stem, sigma, usm } => (stem, Box::new(FfdnetAdapter { sigma: *sigma, usm: *usm })),
-            Method::Dncnn { usm } => (CDNCNN_B, Box::new(DncnnAdapter { usm: *usm })),
-            Method::GeneralX4Down => {
-                let spec = SrSpec {
-                    stem: "sr/realesr-general-x4v3".into(),
-                    net_scale: 4,
-                    scale: 1,
-                    pad: 10,
-                    pad_mode: PadMode::Reflect,
-                    margin: 24,
-                };
-                return self.run_sr_into(&spec, src, dst, cancel, progress);
+        match self {
+            Method::Ffdnet { stem, sigma, usm } => {
+                let spec = SrSpec::new(stem, 1, DENOISE_MARGIN)?;
+                rt.run_tiled(&spec, &FfdnetAdapter { sigma: *sigma, usm: *usm }, src, dst, cancel, progress)
             }
+            Method::Dncnn { usm } => {
+                let spec = SrSpec::new(CDNCNN_B, 1, DENOISE_MARGIN)?;
+                rt.run_tiled(&spec, &DncnnAdapter { usm: *usm }, src, dst, cancel, progress)
+            }
+            Method::GeneralX4Down => SrSpec::new(catalog::GENERAL_X4V3, 1, 24)?.run_into(rt, src, dst, cancel, progress),
+        }
+    }
+}
+
+/// The catalog's denoise pipeline: estimate sigma from the picture, calibrate, FFDNet-Clip (+ USM).
+pub struct Denoise {
+    pub kind: DenoiseKind,
+    /// The model's network (FFDNet-Clip, or CDnCNN-B).
+    pub stem: &'static str,
+}
+
+impl Denoise {
+    pub fn for_model(m: &ModelInfo) -> Result<Denoise> {
+        let Pipeline::Denoise(kind) = m.pipeline else {
+            return Err(Error::new(Code::Internal, format!("{} is not a denoise model", m.name)));
         };
-        let l = self.network(stem)?;
-        // Even tile and margin keep every tile's space-to-depth phase equal to the whole image's.
-        let tile = (self.tile_for(&l.net) & !1).max(16);
-        let plan = TilePlan { net_scale: 1, down: 1, pad: 0, pad_mode: PadMode::Replicate, margin: DENOISE_MARGIN, tile };
-        run_tiled_with(l.prepared.as_ref(), l.in_blob, l.out_blob, src, dst, &plan, adapter.as_ref(), cancel, progress)?;
-        resample_alpha(src, dst, cancel)
+        Ok(Denoise { kind, stem: m.networks.first().copied().unwrap_or(FFDNET_CLIP) })
     }
 
-    /// The catalog's denoise pipeline: estimate sigma, calibrate, FFDNet-Clip (+ USM).
-    pub fn run_denoise_model(&self, m: &ModelInfo, kind: DenoiseKind, src: RasterRef<'_>, cancel: &Cancel, progress: &mut dyn FnMut(usize, usize)) -> Result<Raster> {
-        let p = params(kind);
-        let est = estimate_noise_clip_aware(src);
-        let sigma = calibrated_sigma(&est, p.sigma_scale);
-        let stem: &'static str = m.networks.first().copied().unwrap_or(FFDNET_CLIP);
-        let method = if stem == CDNCNN_B { Method::Dncnn { usm: p.usm } } else { Method::Ffdnet { stem, sigma, usm: p.usm } };
-        self.run_denoise(&method, src, cancel, progress)
+    /// The method this picture gets (its noise level estimated here).
+    pub fn method(&self, src: RasterRef<'_>) -> Method {
+        let p = params(self.kind);
+        if self.stem == CDNCNN_B {
+            return Method::Dncnn { usm: p.usm };
+        }
+        let sigma = calibrated_sigma(&estimate_noise_clip_aware(src), p.sigma_scale);
+        Method::Ffdnet { stem: self.stem, sigma, usm: p.usm }
+    }
+}
+
+impl Enhancer for Denoise {
+    fn scale(&self) -> usize {
+        1
+    }
+
+    fn run_into(
+        &self,
+        rt: &Runtime,
+        src: RasterRef<'_>,
+        dst: &mut RasterMut<'_>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
+        self.method(src).run_into(rt, src, dst, cancel, progress)
     }
 }

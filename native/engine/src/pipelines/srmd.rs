@@ -3,11 +3,11 @@
 //! (not NF) one more constant map with the noise level sigma/255. Replicate-pad 12 px (the
 //! catalog's pre/post table), crop 12 * scale after: the shared tiler does both.
 
+use super::enhancer::Enhancer;
 use crate::catalog::{ModelInfo, Pipeline};
-use crate::engine::{guard, Engine};
-use crate::raster::{Raster, RasterMut, RasterRef};
-use crate::resample::resample_alpha;
-use crate::tiling::{run_tiled_with, TileAdapter, TilePlan};
+use crate::raster::{RasterMut, RasterRef};
+use crate::runtime::Runtime;
+use crate::tiling::{SrSpec, TileAdapter};
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
 
 /// The bicubic kernel's PCA code (shared/models/README.md; the same for x2/x3/x4).
@@ -39,33 +39,36 @@ impl TileAdapter for SrmdAdapter {
     }
 }
 
-impl Engine {
-    /// Run an SRMD-family catalog model.
-    pub fn run_srmd(&self, m: &ModelInfo, src: RasterRef<'_>, cancel: &Cancel, progress: &mut dyn FnMut(usize, usize)) -> Result<Raster> {
-        guard("srmd", || {
-            let mut out = Raster::new(src.width * m.scale, src.height * m.scale, src.channels, src.bit_depth())?;
-            self.run_srmd_into(m, src, &mut out.as_mut(), cancel, progress)?;
-            Ok(out)
-        })
-    }
+/// An SRMD-family model: its network's tiled spec and the degradation maps' adapter.
+pub struct Srmd {
+    pub spec: SrSpec,
+    pub adapter: SrmdAdapter,
+}
 
-    pub fn run_srmd_into(&self, m: &ModelInfo, src: RasterRef<'_>, dst: &mut RasterMut<'_>, cancel: &Cancel, progress: &mut dyn FnMut(usize, usize)) -> Result<()> {
+impl Srmd {
+    pub fn for_model(m: &ModelInfo) -> Result<Srmd> {
         if m.pipeline != Pipeline::Srmd {
             return Err(Error::new(Code::Internal, format!("{} is not an SRMD model", m.name)));
         }
         let stem = *m.networks.first().ok_or_else(|| Error::new(Code::Internal, "model without network"))?;
-        let pp = m.prepost().ok_or_else(|| Error::new(Code::Internal, format!("no pre/post facts for {stem}")))?;
-        let l = self.network(stem)?;
         let noise = if stem.contains("srmdnf") { None } else { Some(0.0) };
-        let plan = TilePlan {
-            net_scale: pp.net_scale,
-            down: pp.net_scale / m.scale,
-            pad: pp.pad,
-            pad_mode: pp.pad_mode,
-            margin: m.tile_margin.max(pp.pad),
-            tile: self.tile_for(&l.net),
-        };
-        run_tiled_with(l.prepared.as_ref(), l.in_blob, l.out_blob, src, dst, &plan, &SrmdAdapter { noise }, cancel, progress)?;
-        resample_alpha(src, dst, cancel)
+        Ok(Srmd { spec: SrSpec::new(stem, m.scale, m.tile_margin)?, adapter: SrmdAdapter { noise } })
+    }
+}
+
+impl Enhancer for Srmd {
+    fn scale(&self) -> usize {
+        self.spec.scale
+    }
+
+    fn run_into(
+        &self,
+        rt: &Runtime,
+        src: RasterRef<'_>,
+        dst: &mut RasterMut<'_>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
+        rt.run_tiled(&self.spec, &self.adapter, src, dst, cancel, progress)
     }
 }

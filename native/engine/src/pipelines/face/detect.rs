@@ -16,15 +16,15 @@
 //!   a GAN pass on a non-face region here.)
 
 use super::image::resize_with;
-use crate::engine::Engine;
 use crate::raster::RasterRef;
+use crate::runtime::Runtime;
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
 
 /// Network stem of the detector, relative to the model dir.
-pub const DETECTOR: &str = "face/retinaface-slim";
+pub use crate::catalog::FACE_DETECTOR as DETECTOR;
 pub const SCORE_MIN: f32 = 0.6;
 pub const NMS_IOU: f32 = 0.4;
-/// What [`Engine::detect_faces`] keeps.
+/// What [`detect_faces`] keeps.
 pub const FACE_SCORE_MIN: f32 = 0.8;
 const CONTAIN_MAX: f32 = 0.6;
 /// Long side of the detector's input: images outside this range are resampled into it.
@@ -229,50 +229,48 @@ pub fn suppress_contained(boxes: Vec<FaceBox>) -> Vec<FaceBox> {
     keep
 }
 
-impl Engine {
-    /// Faces in `src` (colour; alpha ignored), boxes in `src` pixels, clipped to the image,
-    /// highest score first.
-    pub fn detect_faces(&self, src: RasterRef<'_>, cancel: &Cancel) -> Result<Vec<FaceBox>> {
-        if src.width == 0 || src.height == 0 {
-            return Err(Error::new(Code::InvalidArgument, "empty image"));
-        }
-        let l = self.network(DETECTOR)?;
-        let blob = |name: &str| {
-            l.net.blob(name).ok_or_else(|| Error::new(Code::ModelInvalid, format!("{DETECTOR}: no blob '{name}'")))
-        };
-        let (input, loc_b, conf_b, landm_b) = (blob("input0")?, blob("output0")?, blob("530")?, blob("529")?);
-        let (dw, dh, _) = detection_size(src.width, src.height);
-        let mut sizes = vec![(dw, dh)];
-        if dw.max(dh) > DET_MIN_SIDE {
-            let g = DET_MIN_SIDE as f32 / dw.max(dh) as f32;
-            sizes.push((((dw as f32 * g).round() as usize).max(1), ((dh as f32 * g).round() as usize).max(1)));
-        }
-        let mut all = Vec::new();
-        for (sw, sh) in sizes {
-            cancel.check()?;
-            let (t, f) = preprocess_to(src, sw, sh);
-            let outs = l.prepared.run(&[(input, &t)], &[loc_b, conf_b, landm_b], cancel)?;
-            if outs.len() != 3 {
-                return Err(Error::new(Code::Internal, "face detector returned the wrong number of outputs"));
-            }
-            let found = decode_above(&outs[0], &outs[1], &outs[2], sw, sh, FACE_SCORE_MIN)?;
-            all.extend(found.into_iter().map(|b| b.scaled(1.0 / f)));
-        }
-        let boxes = suppress_contained(nms(all, NMS_IOU));
-        let (w, h) = (src.width as f32, src.height as f32);
-        Ok(boxes
-            .into_iter()
-            .map(|b| {
-                let mut b = b;
-                b.x0 = b.x0.clamp(0.0, w);
-                b.x1 = b.x1.clamp(0.0, w);
-                b.y0 = b.y0.clamp(0.0, h);
-                b.y1 = b.y1.clamp(0.0, h);
-                b
-            })
-            .filter(|b| b.width() >= 1.0 && b.height() >= 1.0)
-            .collect())
+/// Faces in `src` (colour; alpha ignored), boxes in `src` pixels, clipped to the image,
+/// highest score first.
+pub fn detect_faces(rt: &Runtime, src: RasterRef<'_>, cancel: &Cancel) -> Result<Vec<FaceBox>> {
+    if src.width == 0 || src.height == 0 {
+        return Err(Error::new(Code::InvalidArgument, "empty image"));
     }
+    let l = rt.network(DETECTOR)?;
+    let blob = |name: &str| {
+        l.net.blob(name).ok_or_else(|| Error::new(Code::ModelInvalid, format!("{DETECTOR}: no blob '{name}'")))
+    };
+    let (input, loc_b, conf_b, landm_b) = (blob("input0")?, blob("output0")?, blob("530")?, blob("529")?);
+    let (dw, dh, _) = detection_size(src.width, src.height);
+    let mut sizes = vec![(dw, dh)];
+    if dw.max(dh) > DET_MIN_SIDE {
+        let g = DET_MIN_SIDE as f32 / dw.max(dh) as f32;
+        sizes.push((((dw as f32 * g).round() as usize).max(1), ((dh as f32 * g).round() as usize).max(1)));
+    }
+    let mut all = Vec::new();
+    for (sw, sh) in sizes {
+        cancel.check()?;
+        let (t, f) = preprocess_to(src, sw, sh);
+        let outs = l.prepared.run(&[(input, &t)], &[loc_b, conf_b, landm_b], cancel)?;
+        if outs.len() != 3 {
+            return Err(Error::new(Code::Internal, "face detector returned the wrong number of outputs"));
+        }
+        let found = decode_above(&outs[0], &outs[1], &outs[2], sw, sh, FACE_SCORE_MIN)?;
+        all.extend(found.into_iter().map(|b| b.scaled(1.0 / f)));
+    }
+    let boxes = suppress_contained(nms(all, NMS_IOU));
+    let (w, h) = (src.width as f32, src.height as f32);
+    Ok(boxes
+        .into_iter()
+        .map(|b| {
+            let mut b = b;
+            b.x0 = b.x0.clamp(0.0, w);
+            b.x1 = b.x1.clamp(0.0, w);
+            b.y0 = b.y0.clamp(0.0, h);
+            b.y1 = b.y1.clamp(0.0, h);
+            b
+        })
+        .filter(|b| b.width() >= 1.0 && b.height() >= 1.0)
+        .collect())
 }
 
 #[cfg(test)]

@@ -1,0 +1,130 @@
+//! What every pipeline runs against: the backend, the networks loaded on it (loaded and prepared
+//! once per stem, shared by all callers) and the tile side. Pipelines see this, never the
+//! [`crate::Engine`] that owns it.
+
+use crate::catalog::{self, PadMode, PrePost};
+use crate::flops;
+use crate::raster::{RasterMut, RasterRef};
+use crate::resample::resample_alpha;
+use crate::tiling::{run_tiled_with, SrSpec, TileAdapter};
+use lucent_core::ncnn::Net;
+use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Prepared, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A network loaded and prepared on the runtime's backend.
+#[derive(Clone)]
+pub struct LoadedNet {
+    pub stem: String,
+    pub net: Arc<Net>,
+    pub prepared: Arc<dyn Prepared>,
+    pub in_blob: usize,
+    pub out_blob: usize,
+}
+
+type Slot = Arc<Mutex<Option<LoadedNet>>>;
+
+pub struct Runtime {
+    backend: Arc<dyn Backend>,
+    info: BackendInfo,
+    model_dir: PathBuf,
+    tile: Option<usize>,
+    networks: Mutex<HashMap<String, Slot>>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Runtime {
+    /// A runtime on `backend` reading networks from `model_dir` (laid out like shared/models);
+    /// `tile` forces the tile side (input px) instead of the backend's `max_tile` (tests, benchmarks).
+    pub fn new(backend: Arc<dyn Backend>, model_dir: &Path, tile: Option<usize>) -> Result<Runtime> {
+        if !model_dir.is_dir() {
+            return Err(Error::new(Code::ModelMissing, format!("model directory {} does not exist", model_dir.display())));
+        }
+        let info = backend.info();
+        Ok(Runtime { backend, info, model_dir: model_dir.to_path_buf(), tile, networks: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+    pub fn model_dir(&self) -> &Path {
+        &self.model_dir
+    }
+
+    /// Load + prepare a network once (per stem); concurrent callers for the same stem wait for the
+    /// first one, other stems are not blocked. Failures are not cached.
+    pub fn network(&self, stem: &str) -> Result<LoadedNet> {
+        let slot = {
+            let mut map = lock(&self.networks);
+            map.entry(stem.to_string()).or_default().clone()
+        };
+        let mut s = lock(&slot);
+        if let Some(l) = s.as_ref() {
+            return Ok(l.clone());
+        }
+        if stem.split(['/', '\\']).any(|c| c == "..") && !Path::new(stem).is_absolute() {
+            return Err(Error::new(Code::InvalidArgument, format!("network path '{stem}' leaves the model dir")));
+        }
+        let path = self.model_dir.join(stem);
+        let net = Arc::new(Net::load_stem(&path)?);
+        let in_blob = net
+            .blob("data")
+            .or_else(|| net.input_blobs().first().copied())
+            .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: no input blob")))?;
+        let out_blob = net
+            .blob("output")
+            .or_else(|| net.output_blobs().first().copied())
+            .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: no output blob")))?;
+        let prepared = self.backend.prepare(net.clone())?;
+        let l = LoadedNet { stem: stem.to_string(), net, prepared, in_blob, out_blob };
+        *s = Some(l.clone());
+        Ok(l)
+    }
+
+    /// Tile side (input px) for a network on this runtime.
+    pub fn tile_for(&self, net: &Net) -> usize {
+        self.tile.unwrap_or_else(|| self.backend.max_tile(net)).max(8)
+    }
+
+    /// Run `spec` tiled from `src` into `dst` (dst = src x spec.scale): colour through the network
+    /// with `adapter` around it, alpha through the bicubic resampler. `progress(done, total)` per tile.
+    pub fn run_tiled(
+        &self,
+        spec: &SrSpec,
+        adapter: &dyn TileAdapter,
+        src: RasterRef<'_>,
+        dst: &mut RasterMut<'_>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
+        let l = self.network(&spec.stem)?;
+        let plan = spec.plan(adapter.tile_side(self.tile_for(&l.net)));
+        run_tiled_with(l.prepared.as_ref(), l.in_blob, l.out_blob, src, dst, &plan, adapter, cancel, progress)?;
+        resample_alpha(src, dst, cancel)
+    }
+
+    /// An SR spec for a bare network stem (path relative to the model dir, or absolute, without
+    /// extension), run at its own scale: pre/post facts from the catalog table when known, else
+    /// reflect-pad 10; the scale is inferred from the graph.
+    pub fn spec_for_stem(&self, stem: &str) -> Result<SrSpec> {
+        let l = self.network(stem)?;
+        let (c, oh, ow) = flops::blob_shape(&l.net, 64, 64, l.out_blob)
+            .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: cannot infer the output size")))?;
+        if c != 3 || ow != oh || ow % 64 != 0 || ow == 0 {
+            return Err(Error::new(Code::ModelInvalid, format!("{stem}: not an RGB x-scale network (64x64 -> {c}x{oh}x{ow})")));
+        }
+        let net_scale = ow / 64;
+        let (pad, pad_mode) = match catalog::prepost(stem) {
+            Some(pp) => (pp.pad, pp.pad_mode),
+            None => (10, PadMode::Reflect),
+        };
+        SrSpec::with_prepost(stem, PrePost { pad_mode, pad, crop: pad * net_scale, net_scale }, net_scale, 16)
+    }
+}

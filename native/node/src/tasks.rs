@@ -1,0 +1,255 @@
+//! The async calls, `enhance` and `enhanceFrames`: each a napi task on the libuv pool running one
+//! engine call, with an optional AbortSignal tied to the call's cancel token and (enhance) a
+//! progress callback.
+
+use crate::errors::{reject_stashed, stash};
+use lucent_core::{Cancel, Code};
+use lucent_engine::{Engine, EnhanceOptions as XOpts, Frames, VideoState};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+#[napi(object)]
+pub struct EnhanceOptions {
+    /// Photo catalog name (or alias).
+    pub model: String,
+    /// Output format / extension, with or without the dot ('png', '.jpg').
+    pub format: String,
+    /// Keep EXIF (default false).
+    pub exif: Option<bool>,
+    /// Write this DPI (ignored for generative models); default: keep the input's.
+    pub dpi: Option<f64>,
+    /// JPEG / HEIF quality 1..100 (default 90).
+    pub quality: Option<u32>,
+}
+
+#[napi(object)]
+pub struct EnhanceResult {
+    pub data: Buffer,
+    pub width: u32,
+    pub height: u32,
+    pub format: String,
+    /// The whole call; decodeMs + runMs + encodeMs are its parts.
+    pub ms: f64,
+    pub decode_ms: f64,
+    pub run_ms: f64,
+    pub encode_ms: f64,
+}
+
+#[napi(object)]
+pub struct FramesOptions {
+    /// Video catalog name.
+    pub model: String,
+    pub width: u32,
+    pub height: u32,
+    pub count: u32,
+    /// The per-video state (`faceState`) the previous batch of the same video returned; omit it
+    /// for a video's first batch. Models that keep no state ignore it.
+    pub face_state: Option<Buffer>,
+}
+
+#[napi(object)]
+pub struct FramesResult {
+    /// `count` RGB24 frames of width x height (the input's times the model's scale).
+    pub data: Buffer,
+    pub width: u32,
+    pub height: u32,
+    /// Models that keep per-video state (the face models: smoothed face tracks): pass it as
+    /// `faceState` with the next batch of the same video.
+    pub face_state: Option<Buffer>,
+}
+
+/// `signal.addEventListener` / `removeEventListener` called as (type, listener).
+type ListenerMethod<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>)>, Unknown<'a>>;
+
+/// An AbortSignal tied to one call's [`Cancel`]: its `abort` listener cancels the call (the engine
+/// stops at the next tile); the listener is removed when the call settles.
+struct AbortLink {
+    signal: ObjectRef<false>,
+    listener: FunctionRef<(), ()>,
+}
+
+impl AbortLink {
+    /// Ties `signal` (if any) to `cancel`. An already-aborted signal cancels at once.
+    fn tie(env: &Env, signal: Option<Object>, cancel: &Cancel) -> napi::Result<Option<AbortLink>> {
+        let Some(signal) = signal else { return Ok(None) };
+        if signal.get_named_property::<Option<bool>>("aborted")?.unwrap_or(false) {
+            cancel.cancel();
+            return Ok(None);
+        }
+        let c = cancel.clone();
+        let listener = env.create_function_from_closure::<(), (), _>("lucentAbort", move |_| {
+            c.cancel();
+            Ok(())
+        })?;
+        let add: ListenerMethod = signal.get_named_property("addEventListener")?;
+        add.apply(signal, ("abort", listener).into())?;
+        Ok(Some(AbortLink { signal: signal.create_ref()?, listener: listener.create_ref()? }))
+    }
+
+    fn untie(self, env: &Env) -> napi::Result<()> {
+        let signal = self.signal.get_value(env)?;
+        let remove: ListenerMethod = signal.get_named_property("removeEventListener")?;
+        remove.apply(signal, ("abort", self.listener.borrow_back(env)?).into())?;
+        self.signal.unref(env)
+    }
+}
+
+fn untie(env: &Env, link: Option<AbortLink>) -> napi::Result<()> {
+    link.map_or(Ok(()), |l| l.untie(env))
+}
+
+type Progress = ThreadsafeFunction<u32, Unknown<'static>, u32, Status, false, true>;
+
+pub struct EnhanceTask {
+    data: Vec<u8>,
+    opts: XOpts,
+    quality: Option<u32>,
+    cancel: Cancel,
+    abort: Option<AbortLink>,
+    progress: Option<Progress>,
+    err: Option<lucent_core::Error>,
+}
+
+impl Task for EnhanceTask {
+    type Output = lucent_engine::EnhanceOutput;
+    type JsValue = EnhanceResult;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
+            self.opts.quality = match self.quality {
+                Some(q) if !(1..=100).contains(&q) => {
+                    return Err(lucent_core::Error::new(Code::InvalidArgument, format!("quality {q}: expected 1..100")))
+                }
+                q => q.map(|q| q as u8),
+            };
+            let last = std::sync::atomic::AtomicU32::new(u32::MAX);
+            let tsfn = self.progress.as_ref();
+            let report = |p: u32| {
+                if let Some(f) = tsfn {
+                    if last.swap(p, std::sync::atomic::Ordering::Relaxed) != p {
+                        // A throwing listener's exception is handed to this no-op: ignored, not fatal.
+                        f.call_with_return_value(p, ThreadsafeFunctionCallMode::NonBlocking, |_, _| Ok(()));
+                    }
+                }
+            };
+            engine.enhance(&self.data, &self.opts, &self.cancel, &report)
+        });
+        self.data = Vec::new();
+        stash(&mut self.err, r)
+    }
+
+    fn resolve(&mut self, _env: Env, o: Self::Output) -> napi::Result<EnhanceResult> {
+        Ok(EnhanceResult {
+            data: o.data.into(),
+            width: o.width,
+            height: o.height,
+            format: o.format.to_string(),
+            ms: o.ms,
+            decode_ms: o.decode_ms,
+            run_ms: o.run_ms,
+            encode_ms: o.encode_ms,
+        })
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<EnhanceResult> {
+        reject_stashed(&env, &mut self.err, err)
+    }
+
+    fn finally(self, env: Env) -> napi::Result<()> {
+        untie(&env, self.abort)
+    }
+}
+
+/// Decode, run the photo model's pipeline, encode. `onProgress` gets 0..100; `signal` aborts
+/// (rejects with code 'aborted').
+#[napi(ts_return_type = "Promise<EnhanceResult>")]
+pub fn enhance(
+    env: Env,
+    data: Buffer,
+    opts: EnhanceOptions,
+    #[napi(ts_arg_type = "AbortSignal")] signal: Option<Object>,
+    #[napi(ts_arg_type = "(pct: number) => void")] on_progress: Option<Progress>,
+) -> napi::Result<AsyncTask<EnhanceTask>> {
+    let cancel = Cancel::new();
+    let abort = AbortLink::tie(&env, signal, &cancel)?;
+    Ok(AsyncTask::new(EnhanceTask {
+        data: data.to_vec(),
+        opts: XOpts { model: opts.model, format: opts.format, exif: opts.exif.unwrap_or(false), dpi: opts.dpi, quality: None },
+        quality: opts.quality,
+        cancel,
+        abort,
+        progress: on_progress,
+        err: None,
+    }))
+}
+
+pub struct FramesTask {
+    data: Vec<u8>,
+    model: String,
+    w: usize,
+    h: usize,
+    count: usize,
+    state: Option<Vec<u8>>,
+    cancel: Cancel,
+    abort: Option<AbortLink>,
+    err: Option<lucent_core::Error>,
+}
+
+impl Task for FramesTask {
+    type Output = (lucent_engine::FramesOutput, VideoState);
+    type JsValue = FramesResult;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
+            let mut state = VideoState::from_bytes(self.state.as_deref().unwrap_or(&[]));
+            let frames = Frames::new(&self.data, self.w, self.h, self.count);
+            let out = engine.enhance_frames(frames, &self.model, Some(&mut state), &self.cancel)?;
+            Ok((out, state))
+        });
+        self.data = Vec::new();
+        stash(&mut self.err, r)
+    }
+
+    fn resolve(&mut self, _env: Env, (o, state): Self::Output) -> napi::Result<FramesResult> {
+        Ok(FramesResult {
+            data: o.rgb24.into(),
+            width: o.width as u32,
+            height: o.height as u32,
+            face_state: (!state.is_empty()).then(|| state.to_bytes().into()),
+        })
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<FramesResult> {
+        reject_stashed(&env, &mut self.err, err)
+    }
+
+    fn finally(self, env: Env) -> napi::Result<()> {
+        untie(&env, self.abort)
+    }
+}
+
+/// Video: `count` RGB24 frames of width x height packed in `frames` through a video model; returns
+/// RGB24 frames at the model's output size (width*scale x height*scale) and, for models that keep
+/// per-video state, `faceState` for the next batch. `signal` aborts (code 'aborted').
+#[napi(ts_return_type = "Promise<FramesResult>")]
+pub fn enhance_frames(
+    env: Env,
+    frames: Buffer,
+    opts: FramesOptions,
+    #[napi(ts_arg_type = "AbortSignal")] signal: Option<Object>,
+) -> napi::Result<AsyncTask<FramesTask>> {
+    let cancel = Cancel::new();
+    let abort = AbortLink::tie(&env, signal, &cancel)?;
+    Ok(AsyncTask::new(FramesTask {
+        data: frames.to_vec(),
+        model: opts.model,
+        w: opts.width as usize,
+        h: opts.height as usize,
+        count: opts.count as usize,
+        state: opts.face_state.map(|b| b.to_vec()),
+        cancel,
+        abort,
+        err: None,
+    }))
+}
