@@ -472,8 +472,8 @@ pub fn entry_json(m: &ModelInfo) -> Value {
             "base_margin": st.base_margin,
             "face_net": st.face_net,
             "face_margin": st.face_margin,
-            "strength": decimal(st.strength),
-            "enlarge_below": decimal(st.enlarge_below),
+            "strength": json_number(st.strength),
+            "enlarge_below": json_number(st.enlarge_below),
         });
     }
     v
@@ -483,6 +483,17 @@ pub fn entry_json(m: &ModelInfo) -> Value {
 /// and JavaScript numbers are f64).
 pub fn decimal(v: f32) -> f64 {
     v.to_string().parse().unwrap_or(v as f64)
+}
+
+/// [`decimal`] as JSON the way JavaScript writes it: whole values without a fraction (1, not 1.0),
+/// so the file reads the same after `JSON.stringify(JSON.parse(text), null, 2)` (test/catalog.ts).
+fn json_number(v: f32) -> Value {
+    let f = decimal(v);
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        json!(f as i64)
+    } else {
+        json!(f)
+    }
 }
 
 /// The text of `models/catalog.json`: pretty-printed (2-space indent), trailing newline.
