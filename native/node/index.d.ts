@@ -113,6 +113,10 @@ export interface FaceStyle {
   faceMargin: number
   strength: number
   enlargeBelow: number
+  /** 0: face crops at their input size; > 0: the face network's output px per output px. */
+  outDensity: number
+  /** Longest side (px) of a face crop at the face network's input. */
+  workMax: number
 }
 
 export interface FramesOptions {

@@ -160,8 +160,14 @@ pub struct FaceStyle {
     /// Weight of the face network's result over the base inside the mask (0..1).
     pub strength: f32,
     /// Faces whose box long side (input px) is below this are enlarged 2x before the face
-    /// network (0 = never).
+    /// network (0 = never; only when `out_density` is 0).
     pub enlarge_below: f32,
+    /// 0: the face network sees each crop at its input size (photo). > 0 (video): the crop is
+    /// resampled so the face network's output has this many px per output px along a side
+    /// (1: the network's output is the output size; the network works at scale / its own scale).
+    pub out_density: f32,
+    /// Longest side (px) of a crop at the face network's input.
+    pub work_max: usize,
 }
 
 /// What the engine does with a model's network(s): one variant per pipeline (pipelines/*), with
@@ -256,23 +262,30 @@ const FFDNET_CLIP_NET: &[&str] = &[FFDNET_CLIP];
 
 // Face styles (the face pipeline's data) and their networks: [base, face net, detector].
 /// Face Clear: compact general base, GAN faces at full strength.
-const FACE_CLEAR: FaceStyle =
-    FaceStyle { base: GENERAL_X4V3, base_margin: 24, face_net: X4PLUS, face_margin: 64, strength: 1.0, enlarge_below: 0.0 };
+const FACE_CLEAR: FaceStyle = FaceStyle {
+    base: GENERAL_X4V3,
+    base_margin: 24,
+    face_net: X4PLUS,
+    face_margin: 64,
+    strength: 1.0,
+    enlarge_below: 0.0,
+    out_density: 0.0,
+    work_max: 768,
+};
 const FACE_CLEAR_NETS: &[&str] = &[FACE_CLEAR.base, FACE_CLEAR.face_net, FACE_DETECTOR];
 /// Face Natural: the same networks, the GAN face mixed 55 % over the base.
 const FACE_NATURAL: FaceStyle = FaceStyle { strength: 0.55, ..FACE_CLEAR };
 const FACE_NATURAL_NETS: &[&str] = &[FACE_NATURAL.base, FACE_NATURAL.face_net, FACE_DETECTOR];
 /// Generative portrait: the GAN for both, faces under 128 px seen 2x larger.
-const PORTRAIT: FaceStyle =
-    FaceStyle { base: X4PLUS, base_margin: 64, face_net: X4PLUS, face_margin: 64, strength: 1.0, enlarge_below: 128.0 };
+const PORTRAIT: FaceStyle = FaceStyle { base: X4PLUS, base_margin: 64, enlarge_below: 128.0, ..FACE_CLEAR };
 const PORTRAIT_NETS: &[&str] = &[PORTRAIT.base, PORTRAIT.face_net, FACE_DETECTOR];
 /// Video Face Soft: the video-trained compact base; the general compact net 60 % on faces.
 const FACE_SOFT_VIDEO: FaceStyle =
-    FaceStyle { base: ANIME_X2, base_margin: 16, face_net: GENERAL_X4V3, face_margin: 24, strength: 0.6, enlarge_below: 0.0 };
+    FaceStyle { base: ANIME_X2, base_margin: 16, face_net: GENERAL_X4V3, face_margin: 24, strength: 0.6, enlarge_below: 0.0, out_density: 0.0, work_max: 768 };
 const FACE_SOFT_VIDEO_NETS: &[&str] = &[FACE_SOFT_VIDEO.base, FACE_SOFT_VIDEO.face_net, FACE_DETECTOR];
 /// Video Portrait Restore: the video-trained compact base; the GAN 85 % on faces.
 const PORTRAIT_VIDEO: FaceStyle =
-    FaceStyle { base: ANIME_X2, base_margin: 16, face_net: X4PLUS, face_margin: 64, strength: 0.85, enlarge_below: 0.0 };
+    FaceStyle { base: ANIME_X2, base_margin: 16, face_net: X4PLUS, face_margin: 64, strength: 0.85, enlarge_below: 0.0, out_density: 0.0, work_max: 768 };
 const PORTRAIT_VIDEO_NETS: &[&str] = &[PORTRAIT_VIDEO.base, PORTRAIT_VIDEO.face_net, FACE_DETECTOR];
 
 /// One catalog entry: name, kind, scale, category, price class, description, networks, pipeline,
@@ -474,6 +487,8 @@ pub fn entry_json(m: &ModelInfo) -> Value {
             "face_margin": st.face_margin,
             "strength": json_number(st.strength),
             "enlarge_below": json_number(st.enlarge_below),
+            "out_density": json_number(st.out_density),
+            "work_max": st.work_max,
         });
     }
     v

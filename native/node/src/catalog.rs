@@ -48,6 +48,10 @@ pub struct FaceStyle {
     pub face_margin: u32,
     pub strength: f64,
     pub enlarge_below: f64,
+    /// 0: face crops at their input size; > 0: the face network's output px per output px.
+    pub out_density: f64,
+    /// Longest side (px) of a face crop at the face network's input.
+    pub work_max: u32,
 }
 
 /// One model of the catalog (the same facts as models/catalog.json, camelCase).
@@ -84,13 +88,15 @@ fn entry(m: &ModelInfo) -> CatalogEntry {
         }
     };
     let face = match m.pipeline {
-        Pipeline::Face(XFaceStyle { base, base_margin, face_net, face_margin, strength, enlarge_below }) => Some(FaceStyle {
+        Pipeline::Face(XFaceStyle { base, base_margin, face_net, face_margin, strength, enlarge_below, out_density, work_max }) => Some(FaceStyle {
             base: base.to_string(),
             base_margin: base_margin as u32,
             face_net: face_net.to_string(),
             face_margin: face_margin as u32,
             strength: catalog::decimal(strength),
             enlarge_below: catalog::decimal(enlarge_below),
+            out_density: catalog::decimal(out_density),
+            work_max: work_max as u32,
         }),
         _ => None,
     };

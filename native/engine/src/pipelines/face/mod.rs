@@ -23,6 +23,7 @@
 pub mod blend;
 pub mod detect;
 pub mod image;
+pub mod profile;
 pub mod track;
 
 use super::enhancer::{Enhancer, VideoState};
@@ -35,10 +36,9 @@ pub use crate::catalog::FaceStyle;
 pub use detect::{detect_faces, FaceBox};
 use image::Rgb;
 use lucent_core::{Cancel, Code, Error, Result};
+use profile::{FaceCost, FrameProfile};
+use std::time::Instant;
 pub use track::{FaceTracker, Tracked};
-
-/// Longest side (px) of a face crop at the face network's input.
-pub const MAX_WORK: usize = 768;
 
 /// A face-restoration prior (GFPGAN / CodeFormer class). None ships today; this is the hook.
 pub trait FacePrior: Send + Sync {
@@ -97,15 +97,45 @@ impl<'p> FacePipeline<'p> {
         weight: f32,
         cancel: &Cancel,
     ) -> Result<()> {
-        let Some(r) = face_region(f, src.width, src.height) else { return Ok(()) };
-        let out = r.scaled(self.scale);
-        let face = self.face_pixels(rt, src, r, out, f, cancel)?;
-        blend_into(dst, out, &face, &FaceMask::new(f, self.scale as f32), weight);
-        Ok(())
+        self.restore_face_costed(rt, src, dst, f, weight, cancel).map(|_| ())
     }
 
-    /// The enhanced pixels of crop `r` (input px) at the output region's size.
-    fn face_pixels(&self, rt: &Runtime, src: RasterRef<'_>, r: Region, out: Region, f: &FaceBox, cancel: &Cancel) -> Result<Rgb> {
+    /// [`FacePipeline::restore_face`], returning what it cost (for [`profile`]).
+    fn restore_face_costed(
+        &self,
+        rt: &Runtime,
+        src: RasterRef<'_>,
+        dst: &mut RasterMut<'_>,
+        f: &FaceBox,
+        weight: f32,
+        cancel: &Cancel,
+    ) -> Result<FaceCost> {
+        let Some(r) = face_region(f, src.width, src.height) else { return Ok(FaceCost { skipped: true, ..FaceCost::default() }) };
+        let mut cost = FaceCost { crop: (r.w, r.h), ..FaceCost::default() };
+        if weight <= 0.0 {
+            cost.skipped = true;
+            return Ok(cost);
+        }
+        let out = r.scaled(self.scale);
+        let t = Instant::now();
+        let (face, work) = self.face_pixels(rt, src, r, f, cancel)?;
+        cost.net_ms = profile::ms_since(t);
+        cost.work = work;
+        let t = Instant::now();
+        let face = if (face.w, face.h) == (out.w, out.h) { face } else { face.resize(out.w, out.h) };
+        blend_into(dst, out, &face, &FaceMask::new(f, self.scale as f32), weight);
+        cost.blend_ms = profile::ms_since(t);
+        Ok(cost)
+    }
+
+    /// The face network's input size for crop `r` of face `f` (see [`work_size`]).
+    pub fn work_size(&self, r: Region, f: &FaceBox) -> (usize, usize) {
+        work_size(&self.style, self.scale, self.face.net_scale, r, f)
+    }
+
+    /// The enhanced pixels of crop `r` (input px), at the network's output size (the caller
+    /// resamples to the output region `out`), and the network's input size.
+    fn face_pixels(&self, rt: &Runtime, src: RasterRef<'_>, r: Region, f: &FaceBox, cancel: &Cancel) -> Result<(Rgb, (usize, usize))> {
         let crop = Rgb::crop(src, r.x0, r.y0, r.w, r.h);
         if let Some(p) = self.prior {
             let n = p.size().max(1);
@@ -115,22 +145,37 @@ impl<'p> FacePipeline<'p> {
             if (restored.w, restored.h) != (n, n) {
                 return Err(Error::new(Code::Internal, format!("face prior {} returned {}x{}, not {n}x{n}", p.name(), restored.w, restored.h)));
             }
-            return Ok(restored.resize(out.w, out.h));
+            return Ok((restored, (n, n)));
         }
-        // Working size: enlarge small faces for the portrait style, cap large crops.
-        let st = &self.style;
-        let long = f.width().max(f.height());
-        let mut k = if st.enlarge_below > 0.0 && long < st.enlarge_below { 2.0 } else { 1.0 };
-        let side = r.w.max(r.h) as f32;
-        if side * k > MAX_WORK as f32 {
-            k = MAX_WORK as f32 / side;
-        }
-        let (ww, wh) = (((r.w as f32 * k).round() as usize).max(1), ((r.h as f32 * k).round() as usize).max(1));
+        let (ww, wh) = self.work_size(r, f);
         let work = if (ww, wh) == (r.w, r.h) { crop } else { crop.resize(ww, wh) };
         let up = self.face.run(rt, work.to_raster16()?.as_ref(), cancel, &mut |_, _| {})?;
-        let up = Rgb::from_raster(up.as_ref());
-        Ok(if (up.w, up.h) == (out.w, out.h) { up } else { up.resize(out.w, out.h) })
+        Ok((Rgb::from_raster(up.as_ref()), (ww, wh)))
     }
+}
+
+/// The face network's input size (w, h) for crop `r` (input px) of face `f`, for `style` at
+/// output `scale` with a face network of `net_scale`:
+/// - `style.out_density > 0` (video): the crop is resampled so the network's output has
+///   `out_density` px per output px: factor k = out_density x scale / net_scale (a 4x network for
+///   a 1x output at density 1 sees the crop at a quarter of its size, and its output is the
+///   output size: no 4x work thrown away by a 4x downscale);
+/// - else (photo): k = 1, or 2 for a face whose box is below `style.enlarge_below`;
+/// - then capped so the longest side is at most `style.work_max` px (and at least 1).
+pub fn work_size(style: &FaceStyle, scale: usize, net_scale: usize, r: Region, f: &FaceBox) -> (usize, usize) {
+    let mut k = if style.out_density > 0.0 {
+        style.out_density * scale as f32 / net_scale.max(1) as f32
+    } else if style.enlarge_below > 0.0 && f.width().max(f.height()) < style.enlarge_below {
+        2.0
+    } else {
+        1.0
+    };
+    let side = r.w.max(r.h) as f32;
+    let cap = style.work_max.max(1) as f32;
+    if side * k > cap {
+        k = cap / side;
+    }
+    (((r.w as f32 * k).round() as usize).max(1), ((r.h as f32 * k).round() as usize).max(1))
 }
 
 impl Enhancer for FacePipeline<'_> {
@@ -147,17 +192,30 @@ impl Enhancer for FacePipeline<'_> {
         cancel: &Cancel,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<()> {
+        let mut prof = FrameProfile::start();
+        let t = Instant::now();
         let faces = detect_faces(rt, src, cancel)?;
+        if let Some(p) = prof.as_mut() {
+            (p.detect_ms, p.detected) = (profile::ms_since(t), true);
+        }
         let nf = faces.len();
         let mut total_base = 1usize;
+        let t = Instant::now();
         self.base.run_into(rt, src, dst, cancel, &mut |d, t| {
             total_base = t;
             progress(d, t + nf)
         })?;
+        if let Some(p) = prof.as_mut() {
+            p.base_ms = profile::ms_since(t);
+        }
         for (i, f) in faces.iter().enumerate() {
             cancel.check()?;
-            self.restore_face(rt, src, dst, f, self.style.strength, cancel)?;
+            let c = self.restore_face_costed(rt, src, dst, f, self.style.strength, cancel)?;
+            prof.as_mut().map(|p| p.faces.push(c));
             progress(total_base + i + 1, total_base + nf);
+        }
+        if let Some(p) = prof {
+            eprintln!("{}", p.line(src.width, src.height, self.scale, self.style.face_net));
         }
         Ok(())
     }
@@ -165,12 +223,51 @@ impl Enhancer for FacePipeline<'_> {
     /// A video frame: the base network, then the faces of the video's tracks (smoothed boxes,
     /// faded weights); the tracks live in `state` from frame to frame.
     fn run_frame(&self, rt: &Runtime, src: RasterRef<'_>, dst: &mut RasterMut<'_>, state: &mut VideoState, cancel: &Cancel) -> Result<()> {
+        let mut prof = FrameProfile::start();
+        let t = Instant::now();
         self.base.run_into(rt, src, dst, cancel, &mut |_, _| {})?;
+        if let Some(p) = prof.as_mut() {
+            p.base_ms = profile::ms_since(t);
+        }
+        let t = Instant::now();
         let dets = detect_faces(rt, src, cancel)?;
+        if let Some(p) = prof.as_mut() {
+            (p.detect_ms, p.detected) = (profile::ms_since(t), true);
+        }
         let tracker = state.faces_mut()?;
         for t in tracker.update(src.width, src.height, &dets) {
-            self.restore_face(rt, src, dst, &t.face, self.style.strength * t.weight, cancel)?;
+            let c = self.restore_face_costed(rt, src, dst, &t.face, self.style.strength * t.weight, cancel)?;
+            prof.as_mut().map(|p| p.faces.push(c));
+        }
+        if let Some(p) = prof {
+            eprintln!("{}", p.line(src.width, src.height, self.scale, self.style.face_net));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn style(out_density: f32, work_max: usize, enlarge_below: f32) -> FaceStyle {
+        FaceStyle { base: "b", base_margin: 16, face_net: "f", face_margin: 16, strength: 1.0, enlarge_below, out_density, work_max }
+    }
+
+    #[test]
+    fn work_size_follows_the_style() {
+        let b = |s: f32| FaceBox { x0: 0.0, y0: 0.0, x1: s, y1: s, score: 1.0, landmarks: [[0.0; 2]; 5] };
+        let r = |w: usize, h: usize| Region { x0: 0, y0: 0, w, h };
+        // Photo: the crop at its input size, small faces 2x, capped.
+        assert_eq!(work_size(&style(0.0, 768, 0.0), 2, 4, r(180, 170), &b(100.0)), (180, 170));
+        assert_eq!(work_size(&style(0.0, 768, 128.0), 2, 4, r(180, 170), &b(100.0)), (360, 340));
+        assert_eq!(work_size(&style(0.0, 768, 128.0), 2, 4, r(900, 450), &b(500.0)), (768, 384));
+        // Video: the 4x net's output lands at the output size (density 1) or twice it.
+        assert_eq!(work_size(&style(1.0, 768, 128.0), 1, 4, r(360, 300), &b(200.0)), (90, 75));
+        assert_eq!(work_size(&style(1.0, 768, 0.0), 2, 4, r(360, 300), &b(200.0)), (180, 150));
+        assert_eq!(work_size(&style(2.0, 768, 0.0), 1, 4, r(360, 300), &b(200.0)), (180, 150));
+        // ... and capped.
+        assert_eq!(work_size(&style(1.0, 120, 0.0), 2, 4, r(360, 300), &b(200.0)), (120, 100));
+        assert_eq!(work_size(&style(1.0, 120, 0.0), 1, 4, r(3, 2), &b(2.0)), (1, 1));
     }
 }

@@ -1,0 +1,72 @@
+//! Where a face-model frame's time goes: with `LUCENT_FACE_PROFILE=1` in the environment, every
+//! video frame (and still picture) of a face model prints one line to stderr:
+//!
+//! `face-profile 640x480 x2: base 1290 ms | detect 85 ms (keyframe) | 2 faces: 360x360->90x90 sr/realesrgan-x4plus 1400 ms + 12 ms; ... | total 2800 ms`
+//!
+//! (per face: the crop in input px -> the face network's input, the network, then resample + blend).
+//! Off (the default) it costs one relaxed atomic load per frame.
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// Whether `LUCENT_FACE_PROFILE` is set to something other than "" / "0" (read once).
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LUCENT_FACE_PROFILE").map(|v| !v.is_empty() && v != "0").unwrap_or(false))
+}
+
+/// One face's share of a frame.
+#[derive(Debug, Clone, Default)]
+pub struct FaceCost {
+    /// Crop (input px) and the face network's input size.
+    pub crop: (usize, usize),
+    pub work: (usize, usize),
+    pub net_ms: f64,
+    /// Resampling the network's output to the output region + the blend.
+    pub blend_ms: f64,
+    /// Skipped (too small / zero weight): no network ran.
+    pub skipped: bool,
+}
+
+/// The stages of one frame (collected only when [`enabled`]).
+#[derive(Debug)]
+pub struct FrameProfile {
+    t0: Instant,
+    pub base_ms: f64,
+    pub detect_ms: f64,
+    /// Whether the detector ran on this frame (video: keyframes only).
+    pub detected: bool,
+    pub faces: Vec<FaceCost>,
+}
+
+impl FrameProfile {
+    pub fn start() -> Option<FrameProfile> {
+        enabled().then(|| FrameProfile { t0: Instant::now(), base_ms: 0.0, detect_ms: 0.0, detected: false, faces: Vec::new() })
+    }
+
+    /// The line this frame prints.
+    pub fn line(&self, w: usize, h: usize, scale: usize, face_net: &str) -> String {
+        let mut s = format!("face-profile {w}x{h} x{scale}: base {:.0} ms | ", self.base_ms);
+        if self.detected {
+            let _ = write!(s, "detect {:.0} ms | ", self.detect_ms);
+        } else {
+            s.push_str("detect skipped (tracked) | ");
+        }
+        let _ = write!(s, "{} faces", self.faces.len());
+        for (i, f) in self.faces.iter().enumerate() {
+            s.push_str(if i == 0 { ": " } else { "; " });
+            if f.skipped {
+                let _ = write!(s, "{}x{} skipped", f.crop.0, f.crop.1);
+            } else {
+                let _ = write!(s, "{}x{}->{}x{} {face_net} {:.0} ms + {:.0} ms", f.crop.0, f.crop.1, f.work.0, f.work.1, f.net_ms, f.blend_ms);
+            }
+        }
+        let _ = write!(s, " | total {:.0} ms", ms_since(self.t0));
+        s
+    }
+}
+
+pub fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
