@@ -279,11 +279,12 @@ const FACE_NATURAL_NETS: &[&str] = &[FACE_NATURAL.base, FACE_NATURAL.face_net, F
 /// Generative portrait: the GAN for both, faces under 128 px seen 2x larger.
 const PORTRAIT: FaceStyle = FaceStyle { base: X4PLUS, base_margin: 64, enlarge_below: 128.0, ..FACE_CLEAR };
 const PORTRAIT_NETS: &[&str] = &[PORTRAIT.base, PORTRAIT.face_net, FACE_DETECTOR];
-// Video face styles work each face crop at the output's density (out_density 1: the 4x face
-// network sees the crop at scale/4 of its size, so its output is the output size; before issue 14
-// it saw the crop at full size and 2x / 4x of its output was thrown away), capped at 256 px (one
-// CPU tile: no tile-margin overhead) or 128 px for the GAN. Measured (README "Video", face path
-// cost): the face network was 95 % of a portrait_restore_1x frame on the demo clip.
+// Video face styles (issue 14; figures in README "Video": face path cost): the face network was
+// 95 % of a portrait_restore_1x frame on the demo clip (x4plus on full-size crops, 19x the plain
+// path). Faces now go through the compact general net (GAN-trained, ~15x cheaper per pixel than
+// x4plus) on crops at their input size (out_density 0: a smaller crop loses the input's detail,
+// measured 3-4 dB worse), capped at 512 px. Against the reference on the shared faces it scores
+// above x4plus on full-size crops (examples/face_eval.rs).
 /// Video Face Soft: the video-trained compact base; the general compact net 60 % on faces.
 const FACE_SOFT_VIDEO: FaceStyle = FaceStyle {
     base: ANIME_X2,
@@ -292,20 +293,13 @@ const FACE_SOFT_VIDEO: FaceStyle = FaceStyle {
     face_margin: 24,
     strength: 0.6,
     enlarge_below: 0.0,
-    out_density: 1.0,
-    work_max: 256,
+    out_density: 0.0,
+    work_max: 512,
 };
 const FACE_SOFT_VIDEO_NETS: &[&str] = &[FACE_SOFT_VIDEO.base, FACE_SOFT_VIDEO.face_net, FACE_DETECTOR];
-/// Video Portrait Restore 1x: the video-trained compact base; the GAN (x4plus) 85 % on faces,
-/// each crop seen at a quarter of its size (the GAN's 4x output is the 1x output).
-const PORTRAIT_VIDEO: FaceStyle =
-    FaceStyle { face_net: X4PLUS, face_margin: 64, strength: 0.85, work_max: 128, ..FACE_SOFT_VIDEO };
+/// Video Portrait Restore: the video-trained compact base; the general compact net 85 % on faces.
+const PORTRAIT_VIDEO: FaceStyle = FaceStyle { strength: 0.85, ..FACE_SOFT_VIDEO };
 const PORTRAIT_VIDEO_NETS: &[&str] = &[PORTRAIT_VIDEO.base, PORTRAIT_VIDEO.face_net, FACE_DETECTOR];
-/// Video Portrait Restore 2x: as 1x, but the faces through the compact general net (GAN-trained,
-/// ~15x cheaper than x4plus per pixel): x4plus at the 2x output's density cost 3.5x the plain path
-/// on the demo clip.
-const PORTRAIT_VIDEO_2X: FaceStyle = FaceStyle { face_net: GENERAL_X4V3, face_margin: 24, work_max: 256, ..PORTRAIT_VIDEO };
-const PORTRAIT_VIDEO_2X_NETS: &[&str] = &[PORTRAIT_VIDEO_2X.base, PORTRAIT_VIDEO_2X.face_net, FACE_DETECTOR];
 
 /// One catalog entry: name, kind, scale, category, price class, description, networks, pipeline,
 /// tile margin, then optionally `aliases: &[..]` and `unavailable: "why"`.
@@ -422,13 +416,13 @@ pub static CATALOG: &[ModelInfo] = &[
     ),
     m!(
         "portrait_restore_1x", Video, 1, Enhance, Standard,
-        "Portrait Restore 1x (video): Real-ESRGAN animevideov3 x2 + 2x2 area-average down per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN x4plus on crops at a quarter size (its 4x output is the 1x output), feathered blend (no face prior)",
+        "Portrait Restore 1x (video): Real-ESRGAN animevideov3 x2 + 2x2 area-average down per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN general x4v3, feathered blend (no face prior)",
         PORTRAIT_VIDEO_NETS, Pipeline::Face(PORTRAIT_VIDEO), PORTRAIT_VIDEO.base_margin
     ),
     m!(
         "portrait_restore_2x", Video, 2, Enhance, Standard,
-        "Portrait Restore 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN general x4v3 at the output's density, feathered blend (no face prior)",
-        PORTRAIT_VIDEO_2X_NETS, Pipeline::Face(PORTRAIT_VIDEO_2X), PORTRAIT_VIDEO_2X.base_margin
+        "Portrait Restore 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN general x4v3, feathered blend (no face prior)",
+        PORTRAIT_VIDEO_NETS, Pipeline::Face(PORTRAIT_VIDEO), PORTRAIT_VIDEO.base_margin
     ),
     m!(
         "general_restore_1x", Video, 1, Enhance, Standard,

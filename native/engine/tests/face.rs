@@ -343,6 +343,29 @@ fn face_styles_match_the_catalog() {
     assert!(face_region(&f, 100, 100).is_some());
 }
 
+/// Issue 14: the face path of a video model must stay affordable next to its base network. Per
+/// input pixel, each video face model's face network costs at most 2.5x its base network (x4plus,
+/// the face network before, costs ~30x animevideov3 x2; a 640x480 frame's faces cover ~40 % of it).
+#[test]
+fn video_face_networks_cost_little_more_than_the_base() {
+    need_data!();
+    let e = engine();
+    let per_px = |stem: &str| {
+        let l = e.runtime().network(stem).unwrap();
+        lucent_engine::flops::conv_flops(&l.net, 64, 64) / (64.0 * 64.0)
+    };
+    let mut n = 0;
+    for m in catalog::CATALOG.iter().filter(|m| m.kind == Kind::Video) {
+        let Pipeline::Face(st) = m.pipeline else { continue };
+        let (base, face) = (per_px(st.base), per_px(st.face_net));
+        println!("{}: base {} {:.2} MFLOP/px, face {} {:.2} MFLOP/px", m.name, st.base, base / 1e6, st.face_net, face / 1e6);
+        assert!(face <= 2.5 * base, "{}: face network {face} FLOP/px vs base {base}", m.name);
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    assert!(per_px("sr/realesrgan-x4plus") > 2.5 * per_px("sr/realesr-animevideov3-x2"), "the bound does tell x4plus apart");
+}
+
 /// Jittered per-frame detections of a real face: the tracker's boxes move less frame to frame than
 /// the raw detections.
 #[test]

@@ -270,4 +270,21 @@ mod tests {
         assert_eq!(work_size(&style(1.0, 120, 0.0), 2, 4, r(360, 300), &b(200.0)), (120, 100));
         assert_eq!(work_size(&style(1.0, 120, 0.0), 1, 4, r(3, 2), &b(2.0)), (1, 1));
     }
+
+    /// Video face models never enlarge a crop and cap it at their work_max.
+    #[test]
+    fn video_face_crops_are_never_enlarged() {
+        let f = FaceBox { x0: 0.0, y0: 0.0, x1: 60.0, y1: 60.0, score: 1.0, landmarks: [[0.0; 2]; 5] };
+        let mut n = 0;
+        for m in catalog::CATALOG.iter().filter(|m| m.kind == catalog::Kind::Video) {
+            let Pipeline::Face(st) = m.pipeline else { continue };
+            let p = FacePipeline::for_model(m).unwrap();
+            for side in [20usize, 100, 360, 1000] {
+                let (ww, wh) = p.work_size(Region { x0: 0, y0: 0, w: side, h: side }, &f);
+                assert!(ww <= side && ww.max(wh) <= st.work_max, "{}: {side} -> {ww}x{wh}", m.name);
+            }
+            n += 1;
+        }
+        assert_eq!(n, 3);
+    }
 }
