@@ -7,18 +7,21 @@
 //!    copy whose long side is 320..640).
 //! 3. Each face's square context crop ([`blend::face_region`], 1.8x the box) is taken from the
 //!    INPUT and enhanced by the style's face network at a working resolution that suits it (small
-//!    faces enlarged 2x first for the generative portrait, so the GAN sees them bigger; very large
-//!    crops capped at [`MAX_WORK`] px), resampled to the crop's output size, and blended into the
-//!    base output with a feathered elliptical mask ([`blend::FaceMask`]) at the style's strength.
+//!    faces enlarged 2x first for the generative portrait, so the GAN sees them bigger; crops
+//!    capped at the style's `work_max` px: [`work_size`]), resampled to the crop's output size, and
+//!    blended into the base output with a feathered elliptical mask ([`blend::FaceMask`]) at the
+//!    style's strength.
 //! 4. Video: per-frame detections go through a [`track::FaceTracker`] (temporal smoothing and
-//!    fade in/out), which the caller may carry between batches of one video.
+//!    fade in/out), which the caller may carry between batches of one video. The video styles use
+//!    a face network about as cheap as the base (issue 14: x4plus on the faces was 95 % of a
+//!    portrait_restore_1x frame); `LUCENT_FACE_PROFILE=1` prints each frame's stages ([`profile`]).
 //!
 //! No face-restoration prior (GFPGAN, CodeFormer, GPEN...) ships in this deployment: the face
 //! network is a general SR network applied to the face at a face-friendly working size. The
 //! [`FacePrior`] trait is the hook where such a prior plugs in ([`FacePipeline::prior`]): when
 //! one is given it replaces the face network for every face crop.
 //!
-//! The style (networks, margins, strength) is catalog data: `catalog::Pipeline::Face(FaceStyle)`.
+//! The style (networks, margins, strength, working size) is catalog data: `catalog::Pipeline::Face(FaceStyle)`.
 
 pub mod blend;
 pub mod detect;
