@@ -214,7 +214,9 @@ impl Enhancer for FacePipeline<'_> {
         for (i, f) in faces.iter().enumerate() {
             cancel.check()?;
             let c = self.restore_face_costed(rt, src, dst, f, self.style.strength, cancel)?;
-            prof.as_mut().map(|p| p.faces.push(c));
+            if let Some(p) = prof.as_mut() {
+                p.faces.push(c);
+            }
             progress(total_base + i + 1, total_base + nf);
         }
         if let Some(p) = prof {
@@ -240,7 +242,9 @@ impl Enhancer for FacePipeline<'_> {
         let tracker = state.faces_mut()?;
         for t in tracker.update(src.width, src.height, &dets) {
             let c = self.restore_face_costed(rt, src, dst, &t.face, self.style.strength * t.weight, cancel)?;
-            prof.as_mut().map(|p| p.faces.push(c));
+            if let Some(p) = prof.as_mut() {
+                p.faces.push(c);
+            }
         }
         if let Some(p) = prof {
             eprintln!("{}", p.line(src.width, src.height, self.scale, self.style.face_net));
