@@ -199,7 +199,7 @@ impl Enhancer for FacePipeline<'_> {
         let t = Instant::now();
         let faces = detect_faces(rt, src, cancel)?;
         if let Some(p) = prof.as_mut() {
-            (p.detect_ms, p.detected) = (profile::ms_since(t), true);
+            p.detect_ms = profile::ms_since(t);
         }
         let nf = faces.len();
         let mut total_base = 1usize;
@@ -237,7 +237,7 @@ impl Enhancer for FacePipeline<'_> {
         let t = Instant::now();
         let dets = detect_faces(rt, src, cancel)?;
         if let Some(p) = prof.as_mut() {
-            (p.detect_ms, p.detected) = (profile::ms_since(t), true);
+            p.detect_ms = profile::ms_since(t);
         }
         let tracker = state.faces_mut()?;
         for t in tracker.update(src.width, src.height, &dets) {

@@ -1,7 +1,7 @@
 //! Where a face-model frame's time goes: with `LUCENT_FACE_PROFILE=1` in the environment, every
 //! video frame (and still picture) of a face model prints one line to stderr:
 //!
-//! `face-profile 640x480 x2: base 1290 ms | detect 85 ms (keyframe) | 2 faces: 360x360->90x90 sr/realesrgan-x4plus 1400 ms + 12 ms; ... | total 2800 ms`
+//! `face-profile 640x480 x2: base 4148 ms | detect 233 ms | 2 faces: 207x207->207x207 sr/realesr-general-x4v3 811 ms + 13 ms; ... | total 7996 ms`
 //!
 //! (per face: the crop in input px -> the face network's input, the network, then resample + blend).
 //! Off (the default) it costs one relaxed atomic load per frame.
@@ -35,25 +35,17 @@ pub struct FrameProfile {
     t0: Instant,
     pub base_ms: f64,
     pub detect_ms: f64,
-    /// Whether the detector ran on this frame (video: keyframes only).
-    pub detected: bool,
     pub faces: Vec<FaceCost>,
 }
 
 impl FrameProfile {
     pub fn start() -> Option<FrameProfile> {
-        enabled().then(|| FrameProfile { t0: Instant::now(), base_ms: 0.0, detect_ms: 0.0, detected: false, faces: Vec::new() })
+        enabled().then(|| FrameProfile { t0: Instant::now(), base_ms: 0.0, detect_ms: 0.0, faces: Vec::new() })
     }
 
     /// The line this frame prints.
     pub fn line(&self, w: usize, h: usize, scale: usize, face_net: &str) -> String {
-        let mut s = format!("face-profile {w}x{h} x{scale}: base {:.0} ms | ", self.base_ms);
-        if self.detected {
-            let _ = write!(s, "detect {:.0} ms | ", self.detect_ms);
-        } else {
-            s.push_str("detect skipped (tracked) | ");
-        }
-        let _ = write!(s, "{} faces", self.faces.len());
+        let mut s = format!("face-profile {w}x{h} x{scale}: base {:.0} ms | detect {:.0} ms | {} faces", self.base_ms, self.detect_ms, self.faces.len());
         for (i, f) in self.faces.iter().enumerate() {
             s.push_str(if i == 0 { ": " } else { "; " });
             if f.skipped {
