@@ -15,7 +15,8 @@
 //! is >= 0.5 (the face area the face network changes), and the mean seconds per picture.
 //! Variants:
 //! - `base`: the base network alone (no face restored): the floor;
-//! - `old`: the style before issue 14 (face crops at input size, capped at 768 px; `--no-old`
+//! - `old`: the style before issue 14 (face crops at input size, capped at 768 px; portrait_restore
+//!   faces through x4plus; `--no-old`
 //!   skips it and the "vs old" columns);
 //! - `catalog`: the catalog's style today;
 //! - `--variant name:key=value,...` with keys density (out_density), max (work_max), net (face net
@@ -192,7 +193,9 @@ fn main() {
     for model in &models {
         let m = catalog::lookup(Kind::Video, model).unwrap();
         let Pipeline::Face(st) = m.pipeline else { panic!("{model} is not a face model") };
+        // The style before issue 14: crops at input size up to 768 px; portrait faces through x4plus.
         let old = FaceStyle { out_density: 0.0, work_max: 768, ..st };
+        let old = if model.starts_with("portrait_restore") { FaceStyle { face_net: "sr/realesrgan-x4plus", face_margin: 64, ..old } } else { old };
         let mut variants = vec![("old".to_string(), old), ("base".to_string(), FaceStyle { strength: 0.0, ..st }), ("catalog".to_string(), st)];
         if st == old {
             variants.pop(); // the catalog's style is the old one: no need to run it twice
