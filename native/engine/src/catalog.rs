@@ -283,7 +283,7 @@ const PORTRAIT_NETS: &[&str] = &[PORTRAIT.base, PORTRAIT.face_net, FACE_DETECTOR
 // 95 % of a portrait_restore_1x frame on the demo clip (x4plus on full-size crops, 19x the plain
 // path). Faces now go through the compact general net (GAN-trained, ~15x cheaper per pixel than
 // x4plus) on crops at their input size (out_density 0: a smaller crop loses the input's detail,
-// measured 3-4 dB worse), capped at 512 px. Against the reference on the shared faces it scores
+// measured about 3 dB worse), capped at 512 px. Against the reference on the shared faces it scores
 // above x4plus on full-size crops (examples/face_eval.rs).
 /// Video Face Soft: the video-trained compact base; the general compact net 60 % on faces.
 const FACE_SOFT_VIDEO: FaceStyle = FaceStyle {
