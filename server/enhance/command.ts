@@ -63,9 +63,9 @@ export function enhanceCommand(): Command {
   const envBackend = process.env.LUCENT_BACKEND
   const cmd = new Command('enhance')
     .summary('enhance photos and videos on this machine (files, folders, globs; no server)')
-    .description('Runs the engine in this process on every photo and video named by INPUT (files, folders, globs), writing\n'
-      + 'the results under --out with the same relative paths. Outputs are written atomically, so a rerun skips what\n'
-      + 'is done (resumable after a crash or Ctrl-C). Junk (Thumbs.db, .DS_Store, ._*, hidden folders) and non-media\n'
+    .description('Runs the engine in this process on every photo and video named by INPUT (files, folders, globs), writing '
+      + 'the results under --out with the same relative paths. Outputs are written atomically, so a rerun skips what '
+      + 'is done (resumable after a crash or Ctrl-C). Junk (Thumbs.db, .DS_Store, ._*, hidden folders) and non-media '
       + 'files are skipped and counted. Same catalog, limits and error codes as the server.')
     .argument('<input...>', 'files, folders or globs (quote globs: "photos/**/*.jpg")')
     .requiredOption('-m, --model <name>', 'photo model (see the list below); also the video model when it names one')

@@ -29,9 +29,9 @@ t.test('lucent enhance --help: every option, defaults, models, examples', async 
     '--dpi', '--scale', '--width', '--height', '--resolution', '--backend', '--jobs', '--overwrite', '--json']) {
     t.match(h.stdout, new RegExp(`${o}\\b`), o)
   }
-  t.match(h.stdout, /--out <dir>.*\(default: "enhanced"\)/s)
-  t.match(h.stdout, /--format <ext>.*\(default: "keep"\)/s)
-  t.match(h.stdout, /--jobs <n>.*\(default: 1\)/s)
+  t.match(h.stdout, /--out <dir>.*\(default:\s+"enhanced"\)/s)
+  t.match(h.stdout, /--format <ext>.*\(default:\s+"keep"\)/s)
+  t.match(h.stdout, /--jobs <n>.*\(default:\s+1\)/s)
   t.match(h.stdout, /Photo models: .*general_4x/)
   t.match(h.stdout, /Video models: .*general_restore_2x/)
   t.match(h.stdout, /Examples:\n  lucent enhance /)
