@@ -95,7 +95,7 @@ export async function runBatch(o: BatchOptions): Promise<Summary> {
           ? await enhancePhoto(o.addon, item, o.settings, o.signal, o.parts, onProgress)
           : await enhanceVideo(o.addon, item, o.settings, o.signal, o.parts, onProgress)
         s.done++
-        o.emit({ event: 'done', input: item.file, output: item.output, kind: item.kind, ...r })
+        o.emit({ event: 'done', input: item.file, output: item.output, kind: item.kind, ...r, ms: Math.round(r.ms * 10) / 10 })
       } catch (e) {
         if (o.signal.aborted) break // an interrupted file is neither done nor failed: a rerun does it
         fail(item.file, e instanceof ItemError ? e : fromEngine(e))

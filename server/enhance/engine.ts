@@ -71,7 +71,7 @@ function photoOutExt(rel: string, format: string): string | ItemError {
   const own = normExt(path.extname(rel)) ?? ''
   if (format !== 'keep') return format
   const f = photoFormat(own === 'tif' ? 'tiff' : own)
-  if (f) return own
+  if (f) return path.extname(rel).slice(1) // as spelled: a.JPG stays a.JPG
   if (own === 'heic') return 'heif'
   return new ItemError(110400007, `cannot keep the format of ${rel}: choose one with --format`)
 }
