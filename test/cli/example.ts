@@ -19,7 +19,7 @@ t.test('examples/enhance-folder.mjs', { skip: skipEngine }, async (t) => {
   t.equal(r.status, 1, `a refused photo makes the exit status 1\n${r.stderr}`)
   t.match(stdout, /^engine cpu \(cpu\); general_2x: x2, /m)
   t.match(stdout, /^a\.png: 40x24 png -> 80x48 webp in \d+ ms$/m)
-  t.match(stdout, /^b\.jpg: 32x32 jpeg -> 64x64 webp in \d+ ms$/m)
+  t.match(stdout, /^b\.jpg: 32x32 jpg -> 64x64 webp in \d+ ms$/m)
   t.match(stdout, /^broken\.jpg: failed: unsupported_format: /m)
   t.match(sniff(fs.readFileSync(path.join(out, 'a.webp'))), { format: 'webp', width: 80, height: 48 })
   t.same(fs.readdirSync(out).sort(), ['a.webp', 'b.webp'])
