@@ -56,9 +56,6 @@ interface Opts {
   json?: boolean
 }
 
-/** Whether this engine build takes an output size (EnhanceOptions targetWidth / targetHeight). */
-export const ENGINE_TAKES_SIZE = false
-
 export function enhanceCommand(): Command {
   const envBackend = process.env.LUCENT_BACKEND
   const cmd = new Command('enhance')
@@ -79,7 +76,7 @@ export function enhanceCommand(): Command {
     .option('--keep-meta', 'keep EXIF metadata (default)')
     .addOption(new Option('--strip-meta', 'drop EXIF metadata').conflicts('keepMeta'))
     .option('--dpi <n>', 'write this DPI (enhance models; default: keep the input\'s)', posInt('--dpi', 1_000_000))
-    .addOption(new Option('--scale <s>', 'output size as a factor of the input (e.g. 1.5)').argParser(posNum('--scale')).conflicts(['width', 'height']))
+    .addOption(new Option('--scale <s>', 'output size as a factor of the input, e.g. 1.5 (the model runs at its scale, then Lanczos resampling)').argParser(posNum('--scale')).conflicts(['width', 'height']))
     .addOption(new Option('--width <w>', 'output width in px (height keeps the aspect ratio)').argParser(posInt('--width', 65535)).conflicts(['scale', 'height']))
     .addOption(new Option('--height <h>', 'output height in px (width keeps the aspect ratio)').argParser(posInt('--height', 65535)).conflicts(['scale', 'width']))
     .option('--resolution <WxH>', 'video output size (letterboxed; default: input size times the model scale)', resolution)
@@ -114,9 +111,6 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   if (!photoModel(o.model) && !videoModel(o.model)) return usage(`unknown model ${o.model} (lucent enhance --help lists them)`)
   if (o.videoModel && !videoModel(o.videoModel)) return usage(`unknown video model ${o.videoModel}`)
   const size = { scale: o.scale, width: o.width, height: o.height }
-  if (!ENGINE_TAKES_SIZE && (o.scale !== undefined || o.width !== undefined || o.height !== undefined)) {
-    return usage('--scale, --width and --height need an engine with output sizes (not in this build)')
-  }
   const config = loadConfig()
   const settings: EnhanceSettings = {
     model: o.model, videoModel: o.videoModel, format: o.format, videoFormat: o.videoFormat, quality: o.quality,

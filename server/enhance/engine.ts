@@ -13,7 +13,7 @@ import { photoFormat, photoResultExt, videoOutputExtensions, normExt } from '../
 import { videoModel, type VideoModel } from '../catalog.js'
 import type { VideoSettings } from '../config.js'
 import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
-import { transcode, keepsVfr, TranscodeError } from '../video/transcode.js'
+import { transcode, keepsVfr, encodedSize, TranscodeError } from '../video/transcode.js'
 import { missingVideoTools, toolWorks } from '../video/tools.js'
 import { batchFor } from '../jobs/video.js'
 import { partPath, writeAtomic, type InputFile } from './files.js'
@@ -108,12 +108,22 @@ export function openEngine(modelDir: string, backend: 'auto' | 'cpu' | 'gpu', th
   }
 }
 
-/** The engine's target size for a photo of w x h, or undefined (the model's own scale). */
-export function targetSize(w: number, h: number, size: SizeRequest): { targetWidth: number; targetHeight: number } | undefined {
+/**
+ * The engine's output size (EnhanceOptions targetWidth / targetHeight) for a photo of w x h: --scale sets both,
+ * --width or --height one side (the engine keeps the aspect ratio); undefined: the model's own scale.
+ */
+export function targetSize(w: number, h: number, size: SizeRequest): { targetWidth?: number; targetHeight?: number } | undefined {
   if (size.scale !== undefined) return { targetWidth: Math.max(1, Math.round(w * size.scale)), targetHeight: Math.max(1, Math.round(h * size.scale)) }
-  if (size.width !== undefined) return { targetWidth: size.width, targetHeight: Math.max(1, Math.round((h * size.width) / w)) }
-  if (size.height !== undefined) return { targetWidth: Math.max(1, Math.round((w * size.height) / h)), targetHeight: size.height }
+  if (size.width !== undefined) return { targetWidth: size.width }
+  if (size.height !== undefined) return { targetHeight: size.height }
   return undefined
+}
+
+/** Both sides of a target (a video needs both): the missing one keeps the aspect ratio. */
+function bothSides(w: number, h: number, t: { targetWidth?: number; targetHeight?: number }): [number, number] {
+  if (t.targetWidth !== undefined && t.targetHeight !== undefined) return [t.targetWidth, t.targetHeight]
+  if (t.targetWidth !== undefined) return [t.targetWidth, Math.max(1, Math.round((h * t.targetWidth) / w))]
+  return [Math.max(1, Math.round((w * t.targetHeight!) / h)), t.targetHeight!]
 }
 
 /** One photo: read, enhance on the engine, write atomically. */
@@ -145,7 +155,7 @@ export async function enhancePhoto(addon: Addon, item: Planned, s: EnhanceSettin
 export function videoTarget(w: number, h: number, scale: number, s: EnhanceSettings): [number, number] {
   if (s.resolution) return s.resolution
   const t = targetSize(w, h, s.size)
-  return t ? [t.targetWidth, t.targetHeight] : [w * scale, h * scale]
+  return t ? bothSides(w, h, t) : [w * scale, h * scale]
 }
 
 /** The video model for this run, or an ItemError (no such video model). */
@@ -188,7 +198,7 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
   parts.add(tmp)
   let faceState: Buffer | undefined
   try {
-    const r = await transcode({
+    await transcode({
       input: item.file, output: tmp, container, target,
       info: {
         width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fpsRational, frames: pr.frames,
@@ -205,7 +215,6 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
       },
       onProgress: (done, total) => onProgress(Math.min(100, (done / Math.max(1, total)) * 100)),
     })
-    void r
     await fsp.rename(tmp, item.output)
   } catch (e) {
     if (signal.aborted) throw fromEngine({ code: 'aborted', message: 'interrupted' })
@@ -217,7 +226,8 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
     parts.delete(tmp)
     await Promise.all([tmp, `${tmp}.v.mkv`, `${tmp}.t.mkv`, `${tmp}.ts.txt`].map((f) => fsp.rm(f, { force: true })))
   }
-  return { width: target[0], height: target[1], ms: performance.now() - t0 }
+  const [width, height] = encodedSize(target, container)
+  return { width, height, ms: performance.now() - t0 }
 }
 
 export { photoResultExt }

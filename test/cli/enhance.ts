@@ -97,3 +97,23 @@ t.test('inputs: a file, a glob and a missing path; usage errors', { skip: skipEn
   t.match(fmt.stderr, /--format.*must be keep or one of/)
   t.notOk(fs.existsSync(path.join(dir, 'enhanced')), 'nothing written on usage errors')
 })
+
+t.test('output size: --scale, --width, --height (photos through the engine, videos through the fit)', { skip: skipEngine }, async (t) => {
+  const dir = await tempDir(t, 'lucent-enhance-')
+  makePhoto(path.join(dir, 'in', 'p.png'), 40, 30)
+  makeVideo(path.join(dir, 'in', 'v.mp4'), 32, 24, 0.6)
+  const size = (file: string) => {
+    if (file.endsWith('.png')) return sniff(fs.readFileSync(file))
+    const s = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'stream=width,height', '-of', 'json', file]).toString()).streams[0]
+    return { width: s.width, height: s.height }
+  }
+  for (const [opt, photo, video] of [[['--scale', '1.5'], [60, 45], [48, 36]], [['--width', '100'], [100, 75], [100, 74]], [['--height', '21'], [28, 21], [28, 20]]] as const) {
+    const out = path.join(dir, `out${opt[0]}`)
+    const r = lucent(['enhance', path.join(dir, 'in'), '--model', 'general_2x', '--video-model', 'general_restore_2x', '--out', out, '--json', ...opt])
+    t.equal(r.status, 0, r.stderr)
+    const done = events(r.stdout).filter((e) => e.event === 'done')
+    t.match(size(path.join(out, 'p.png')), { width: photo[0], height: photo[1] }, `photo ${opt.join(' ')}`)
+    t.match(size(path.join(out, 'v.mp4')), { width: video[0], height: video[1] }, `video ${opt.join(' ')} (even sides for yuv420p)`)
+    t.same(done.map((e) => [e.width, e.height]).sort(), [[...photo], [...video]].sort(), 'the events say the sizes written')
+  }
+})
