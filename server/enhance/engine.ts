@@ -126,6 +126,41 @@ function bothSides(w: number, h: number, t: { targetWidth?: number; targetHeight
   return [Math.max(1, Math.round((w * t.targetHeight!) / h)), t.targetHeight!]
 }
 
+/**
+ * EXIF orientation of a JPEG (1..8; 1 when absent or another format). The engine turns photos upright and takes
+ * target sizes upright, so --scale needs the upright sides; the addon's probe() gives the stored ones. One tag of
+ * IFD0 read here (a dependency for one tag was not worth it); other formats rarely carry a turning orientation.
+ */
+export function jpegOrientation(b: Buffer): number {
+  if (b.length < 4 || b[0] !== 0xff || b[1] !== 0xd8) return 1
+  let o = 2
+  while (o + 4 <= b.length && b[o] === 0xff) {
+    const marker = b[o + 1]!
+    const len = b.readUInt16BE(o + 2)
+    if (marker === 0xda || marker === 0xd9) break // start of scan: no EXIF before it
+    if (marker === 0xe1 && b.toString('latin1', o + 4, o + 10) === 'Exif\0\0') {
+      const t = o + 10
+      const end = Math.min(b.length, o + 2 + len)
+      if (t + 8 > end) return 1
+      const le = b.toString('latin1', t, t + 2) === 'II'
+      const u16 = (p: number) => (p + 2 <= end ? (le ? b.readUInt16LE(p) : b.readUInt16BE(p)) : 0)
+      const u32 = (p: number) => (p + 4 <= end ? (le ? b.readUInt32LE(p) : b.readUInt32BE(p)) : 0)
+      const ifd = t + u32(t + 4)
+      const n = u16(ifd)
+      for (let i = 0; i < n; i++) {
+        const e = ifd + 2 + i * 12
+        if (u16(e) === 0x0112) {
+          const v = u16(e + 8)
+          return v >= 1 && v <= 8 ? v : 1
+        }
+      }
+      return 1
+    }
+    o += 2 + len
+  }
+  return 1
+}
+
 /** One photo: read, enhance on the engine, write atomically. */
 export async function enhancePhoto(addon: Addon, item: Planned, s: EnhanceSettings, signal: AbortSignal, parts: Set<string>,
   onProgress: (pct: number) => void): Promise<ItemResult> {
@@ -135,7 +170,8 @@ export async function enhancePhoto(addon: Addon, item: Planned, s: EnhanceSettin
   let target: ReturnType<typeof targetSize>
   try {
     const p = addon.probe(bytes)
-    target = targetSize(p.width, p.height, s.size)
+    const turned = jpegOrientation(bytes) >= 5 // 5..8: a quarter turn, the upright sides are swapped
+    target = turned ? targetSize(p.height, p.width, s.size) : targetSize(p.width, p.height, s.size)
   } catch (e) {
     throw fromEngine(e)
   }

@@ -117,3 +117,28 @@ t.test('output size: --scale, --width, --height (photos through the engine, vide
     t.same(done.map((e) => [e.width, e.height]).sort(), [[...photo], [...video]].sort(), 'the events say the sizes written')
   }
 })
+
+/** A JPEG with an EXIF APP1 segment whose IFD0 holds Orientation = `o` (big-endian TIFF), inserted after SOI. */
+function withOrientation(jpeg: Buffer, o: number): Buffer {
+  const tiff = Buffer.from([0x4d, 0x4d, 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, o, 0, 0, 0, 0, 0, 0])
+  const body = Buffer.concat([Buffer.from('Exif\0\0', 'latin1'), tiff])
+  const head = Buffer.from([0xff, 0xe1, 0, 0])
+  head.writeUInt16BE(body.length + 2, 2)
+  return Buffer.concat([jpeg.subarray(0, 2), head, body, jpeg.subarray(2)])
+}
+
+t.test('--scale on a photo turned by its EXIF orientation scales the upright sides', { skip: skipEngine }, async (t) => {
+  const { jpegOrientation } = await import('../../server/enhance/engine.js')
+  const dir = await tempDir(t, 'lucent-enhance-')
+  makePhoto(path.join(dir, 'plain.jpg'), 40, 30)
+  const plain = fs.readFileSync(path.join(dir, 'plain.jpg'))
+  t.equal(jpegOrientation(plain), 1)
+  t.equal(jpegOrientation(fs.readFileSync(path.join(dir, 'plain.jpg')).subarray(0, 10)), 1, 'cut short')
+  for (const o of [3, 6, 8]) t.equal(jpegOrientation(withOrientation(plain, o)), o)
+  fs.mkdirSync(path.join(dir, 'in'))
+  fs.writeFileSync(path.join(dir, 'in', 'turned.jpg'), withOrientation(plain, 6))
+  const out = path.join(dir, 'out')
+  const r = lucent(['enhance', path.join(dir, 'in'), '--model', 'sharpen_denoise_1x', '--out', out, '--scale', '2', '--format', 'png'])
+  t.equal(r.status, 0, r.stderr + r.stdout)
+  t.match(sniff(fs.readFileSync(path.join(out, 'turned.png'))), { width: 60, height: 80 }, 'upright 30x40, twice')
+})
