@@ -272,7 +272,9 @@ modelsCmd('fetch', 'fetch missing or invalid files (mirror first, then upstream)
 modelsCmd('verify', 'check sizes and sha256 of the model files', (c) => c
   .option('--quick', 'sizes only, no hashing'))
 
-program.addCommand((await import('./enhance/command.js')).enhanceCommand().copyInheritedSettings(program))
+const enhance = await import('./enhance/command.js')
+if (process.argv.slice(2).includes('enhance')) await enhance.loadCatalog() // its help lists the models
+program.addCommand(enhance.enhanceCommand().copyInheritedSettings(program))
 
 program.command('bench')
   .description('time the engine alone (the Rust `lucent-native bench` binary built by npm run build:native)')

@@ -6,12 +6,9 @@
 import path from 'node:path'
 import { Command, Option, InvalidArgumentError } from 'commander'
 import { loadConfig } from '../config.js'
-import { PHOTO_MODELS, VIDEO_MODELS, photoModel, videoModel } from '../catalog.js'
 import { photoExtensions, videoOutputExtensions, photoFormat, normExt } from '../media/formats.js'
-import { openEngine, ItemError, type EnhanceSettings } from './engine.js'
-import { runBatch } from './batch.js'
-import { removePartsSync } from './files.js'
-import { reporter, type Mode } from './report.js'
+import type { EnhanceSettings, ItemError } from './engine.js'
+import type { Mode } from './report.js'
 
 const posInt = (name: string, max = Number.MAX_SAFE_INTEGER) => (v: string): number => {
   const n = Number(v)
@@ -33,6 +30,14 @@ const resolution = (v: string): [number, number] => {
   const m = /^(\d{1,5})x(\d{1,5})$/i.exec(v.trim())
   if (!m || !Number(m[1]) || !Number(m[2])) throw new InvalidArgumentError('must be WIDTHxHEIGHT, e.g. 1920x1080')
   return [Number(m[1]), Number(m[2])]
+}
+
+/** The catalog module, loaded on demand (building its maps costs about a second on a loaded machine: commands
+ *  other than enhance do without it). `server/cli.ts` preloads it when the command line names enhance. */
+let catalog: typeof import('../catalog.js') | null = null
+export async function loadCatalog() {
+  catalog ??= await import('../catalog.js')
+  return catalog
 }
 
 interface Opts {
@@ -86,8 +91,8 @@ export function enhanceCommand(): Command {
     .option('--overwrite', 'redo files whose output exists (default: skip them)')
     .option('--json', 'one JSON object per line on stdout (events start, ignored, begin, done, skipped, failed, summary)')
     .addHelpText('after', () => `
-Photo models: ${[...PHOTO_MODELS.values()].map((m) => m.name).join(', ')}
-Video models: ${[...VIDEO_MODELS.values()].map((m) => m.name).join(', ')}
+Photo models: ${catalog ? [...catalog.PHOTO_MODELS.keys()].join(', ') : '(see models/catalog.json)'}
+Video models: ${catalog ? [...catalog.VIDEO_MODELS.keys()].join(', ') : '(see models/catalog.json)'}
 Models are read from $LUCENT_MODEL_DIR (default ./data/models; \`lucent models fetch\` fills it).
 
 Exit status: 0 all done or skipped, 1 a file failed (its error_code is printed), 2 bad usage, 130 interrupted.
@@ -108,9 +113,13 @@ function usage(msg: string): number {
 }
 
 async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
+  const { photoModel, videoModel } = await loadCatalog()
   if (!photoModel(o.model) && !videoModel(o.model)) return usage(`unknown model ${o.model} (lucent enhance --help lists them)`)
   if (o.videoModel && !videoModel(o.videoModel)) return usage(`unknown video model ${o.videoModel}`)
   const size = { scale: o.scale, width: o.width, height: o.height }
+  // the engine side is loaded only when the command runs (`lucent --help` and the other commands stay quick)
+  const [{ openEngine }, { runBatch }, { removePartsSync }, { reporter }] = await Promise.all([
+    import('./engine.js'), import('./batch.js'), import('./files.js'), import('./report.js')])
   const config = loadConfig()
   const settings: EnhanceSettings = {
     model: o.model, videoModel: o.videoModel, format: o.format, videoFormat: o.videoFormat, quality: o.quality,
