@@ -141,4 +141,21 @@ t.test('--scale on a photo turned by its EXIF orientation scales the upright sid
   const r = lucent(['enhance', path.join(dir, 'in'), '--model', 'sharpen_denoise_1x', '--out', out, '--scale', '2', '--format', 'png'])
   t.equal(r.status, 0, r.stderr + r.stdout)
   t.match(sniff(fs.readFileSync(path.join(out, 'turned.png'))), { width: 60, height: 80 }, 'upright 30x40, twice')
+
+  // metadata: kept by default, dropped with --strip-meta
+  const hasExif = (f: string) => fs.readFileSync(f).includes(Buffer.from('Exif\0\0', 'latin1'))
+  t.equal(lucent(['enhance', path.join(dir, 'in'), '--model', 'sharpen_denoise_1x', '--out', path.join(dir, 'keep')]).status, 0)
+  t.ok(hasExif(path.join(dir, 'keep', 'turned.jpg')), 'EXIF kept by default')
+  t.equal(lucent(['enhance', path.join(dir, 'in'), '--model', 'sharpen_denoise_1x', '--out', path.join(dir, 'strip'), '--strip-meta']).status, 0)
+  t.notOk(hasExif(path.join(dir, 'strip', 'turned.jpg')), 'EXIF dropped with --strip-meta')
+})
+
+t.test('the default --out inside the input folder is not read back as input', { skip: skipEngine }, async (t) => {
+  const dir = await tempDir(t, 'lucent-enhance-')
+  makePhoto(path.join(dir, 'a.png'), 24, 16)
+  const r1 = lucent(['enhance', '.', '--recursive', '--model', 'sharpen_denoise_1x', '--json'], dir)
+  t.equal(r1.status, 0, r1.stderr)
+  t.same(listFiles(path.join(dir, 'enhanced')), ['a.png'])
+  const r2 = lucent(['enhance', '.', '--recursive', '--model', 'sharpen_denoise_1x', '--json'], dir)
+  t.match(events(r2.stdout).at(-1), { event: 'summary', done: 0, skipped: 1, failed: 0, ignored: 0 })
 })

@@ -76,3 +76,17 @@ t.test('SIGINT: exit 130, summary printed, no partial or temporary file', { skip
   t.equal(files.length, sum.done, 'exactly the outputs reported done, no temporary')
   checkOutputs(t, out, files)
 })
+
+t.test('a second SIGINT exits at once: 130, no temporary file', { skip: skipEngine }, async (t) => {
+  const dir = await photos(t)
+  const out = path.join(dir, 'out')
+  const run = spawnLucent(['enhance', path.join(dir, 'in'), '--model', 'general_2x', '--out', out, '--backend', 'cpu', '--json'])
+  await until(run.lines, run.exited, (ev) => ev.some((e) => e.event === 'begin'))
+  run.child.kill('SIGINT')
+  run.child.kill('SIGINT')
+  const x = await run.exited
+  t.equal(x.code, 130, run.stderr())
+  const files = listFiles(out)
+  t.same(files.filter((f) => f.includes('.part')), [], 'no temporary')
+  checkOutputs(t, out, files)
+})
