@@ -77,7 +77,7 @@ export function enhanceCommand(): Command {
     .option('-f, --format <ext>', `photo output format: keep, or one of ${photoExtensions.join(', ')}`, photoFmt, 'keep')
     .addOption(new Option('--video-format <ext>', 'video output container (keep: the input\'s when writable, else mp4)')
       .choices(['keep', ...videoOutputExtensions]).default('keep'))
-    .option('-q, --quality <q>', 'JPEG / WebP / HEIF quality 1..100 (engine default 90)', posInt('--quality', 100))
+    .option('-q, --quality <q>', 'JPEG / HEIF quality 1..100 (engine default 90)', posInt('--quality', 100))
     .option('--keep-meta', 'keep EXIF metadata (default)')
     .addOption(new Option('--strip-meta', 'drop EXIF metadata').conflicts('keepMeta'))
     .option('--dpi <n>', 'write this DPI (enhance models; default: keep the input\'s)', posInt('--dpi', 1_000_000))

@@ -58,18 +58,20 @@ export function plainReporter(write: (s: string) => void = (s) => process.stdout
 export function ttyReporter(stream: NodeJS.WriteStream = process.stderr): Reporter {
   const multi = new cliProgress.MultiBar({
     stream,
-    format: '{bar} {value}/{total} files | {rate} files/s | ETA {eta_formatted} | {pct}% {file}',
+    format: '{bar} {value}/{total} files | {rate} files/s | ETA {left} | {pct}% {file}',
     hideCursor: true,
     clearOnComplete: true,
-    etaBuffer: 20,
     autopadding: true,
   }, cliProgress.Presets.shades_classic)
   let bar: cliProgress.SingleBar | null = null
   let t0 = 0
   let finished = 0
+  let total = 0
+  const clock = (s: number) => (s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(Math.round(s) % 60).padStart(2, '0')}s` : `${Math.round(s)}s`)
   const payload = (file: string, pct: number) => {
     const secs = (performance.now() - t0) / 1000
-    return { file: file ? rel(file) : '', pct: String(Math.round(pct)).padStart(3), rate: secs > 0 ? (finished / secs).toFixed(2) : '0.00' }
+    const rate = secs > 0 ? finished / secs : 0
+    return { file: file ? rel(file) : '', pct: String(Math.round(pct)).padStart(3), rate: rate.toFixed(2), left: rate > 0 ? clock((total - finished) / rate) : '-' }
   }
   const step = (file: string) => {
     finished++
@@ -79,6 +81,7 @@ export function ttyReporter(stream: NodeJS.WriteStream = process.stderr): Report
     switch (e.event) {
       case 'start':
         t0 = performance.now()
+        total = e.total
         bar = multi.create(e.total, 0, payload('', 0))
         multi.log(`lucent enhance: ${e.total} file(s), ${e.ignored} ignored; model ${e.model}; engine ${e.backend} (${e.adapter})\n`)
         break
@@ -97,6 +100,7 @@ export function ttyReporter(stream: NodeJS.WriteStream = process.stderr): Report
         step(e.input)
         break
       case 'summary':
+        multi.update() // a last render: lines logged since the previous one are written
         multi.stop()
         process.stdout.write(`${summaryLines(e).join('\n')}\n`)
         break

@@ -5,10 +5,10 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { tempDir } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
-import { events, listFiles, lucent, makePhoto, makeVideo, skipEngine } from '../support/enhance-cli.js'
+import { bin, env, events, listFiles, lucent, makePhoto, makeVideo, skipEngine } from '../support/enhance-cli.js'
 
 t.test('output size: --scale, --width, --height (photos through the engine, videos through the fit)', { skip: skipEngine }, async (t) => {
   const dir = await tempDir(t, 'lucent-enhance-')
@@ -70,4 +70,20 @@ t.test('the default --out inside the input folder is not read back as input', { 
   t.same(listFiles(path.join(dir, 'enhanced')), ['a.png'])
   const r2 = lucent(['enhance', '.', '--recursive', '--model', 'sharpen_denoise_1x', '--json'], dir)
   t.match(events(r2.stdout).at(-1), { event: 'summary', done: 0, skipped: 1, failed: 0, ignored: 0 })
+})
+
+t.test('on a terminal: the progress bar (counts, throughput, ETA, current file), failures and the summary', { skip: skipEngine || (spawnSync('script', ['--version']).status !== 0 && 'script (util-linux) missing') }, async (t) => {
+  const dir = await tempDir(t, 'lucent-tty-')
+  for (let i = 0; i < 3; i++) makePhoto(path.join(dir, 'in', `p${i}.png`), 32, 24, i)
+  fs.writeFileSync(path.join(dir, 'in', 'zz-bad.png'), 'not a png')
+  // `script` gives the command a pseudo-terminal and copies what it wrote into the typescript file
+  const log = path.join(dir, 'typescript')
+  const cmd = [process.execPath, bin, 'enhance', 'in', '--model', 'sharpen_denoise_1x', '--out', 'out'].map((a) => `'${a}'`).join(' ')
+  const r = spawnSync('script', ['-qec', cmd, log], { cwd: dir, env: env(), stdio: ['ignore', 'ignore', 'pipe'] })
+  t.equal(r.status, 1, r.stderr.toString())
+  const text = fs.readFileSync(log, 'latin1').replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '')
+  t.match(text, /\d\/4 files \| [\d.]+ files\/s \| ETA (-|\d+s) \| +\d+% in\/p\d\.png/, 'bar with counts, throughput, ETA, current file')
+  t.match(text, /fail  in\/zz-bad\.png: 110400007 /, 'a failure printed above the bar')
+  t.match(text, /done 3, skipped 0 \(output exists\), failed 1, ignored 0 /, 'the summary')
+  t.same(listFiles(path.join(dir, 'out')), ['p0.png', 'p1.png', 'p2.png'])
 })
