@@ -9,7 +9,7 @@ import path from 'node:path'
 import fsp from 'node:fs/promises'
 import { ERRORS, engineErrorCode, isEngineErrorCode, type ErrorCode } from '../errors.js'
 import { loadAddon, type Addon } from '../engine/addon.js'
-import { photoFormat, photoResultExt, videoOutputExtensions, normExt } from '../media/formats.js'
+import { photoFormat, videoOutputExtensions, normExt } from '../media/formats.js'
 import { videoModel, type VideoModel } from '../catalog.js'
 import type { VideoSettings } from '../config.js'
 import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
@@ -266,4 +266,3 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
   return { width, height, ms: performance.now() - t0 }
 }
 
-export { photoResultExt }
