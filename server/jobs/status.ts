@@ -6,19 +6,26 @@
  *   jobs, broadcasts each change). Every progress / completion / failure / cancel the job lifecycle writes drops
  *   the kept answer (`changed`, subscribed with `jobs.onChange` where the Lucent context is made), and a kept
  *   converting answer is also dropped after `liveMs` at the latest, should a change ever come from elsewhere.
- *   With Redis or PostgreSQL (workers on other hosts) `live` is off.
+ *   With Redis or PostgreSQL (workers on other hosts) `live` is off. A waiting job's answer (queue_position) is
+ *   dropped on ANY job change (a start, cancel or end ahead of it moves it up); a running job's eta_seconds is
+ *   recomputed from its expected finish per answer.
  */
 import { BoundedCache } from '../cache.js'
 
 export interface TaskStatusData {
   job_id: string; status: string; progress: number; original_url: string; consume_coins: number
   res_url?: string; error_code?: number; message?: string
+  // extensions (README "API extensions")
+  reason?: 'canceled'; eta_seconds?: number; queue_position?: number
 }
 
-interface Kept { keyId: string; data: TaskStatusData; until: number }
+/** `etaAt`: a running job's expected finish (ms epoch): the route recomputes eta_seconds from it per answer. */
+interface Kept { keyId: string; data: TaskStatusData; until: number; etaAt?: number }
 
 export class StatusAnswers {
   private readonly kept = new BoundedCache<string, Kept>(20_000)
+  /** Kept answers of waiting jobs (with a queue_position): every job change drops them. */
+  private waiting = new Set<string>()
 
   constructor(private readonly live: boolean, private readonly liveMs = 2000) {}
 
@@ -31,13 +38,19 @@ export class StatusAnswers {
     return k
   }
 
-  put(jobId: string, keyId: string, data: TaskStatusData, now = Date.now()): void {
+  put(jobId: string, keyId: string, data: TaskStatusData, now = Date.now(), etaAt?: number): void {
     if (data.status !== 'CONVERTING') this.kept.set(jobId, { keyId, data, until: Infinity })
-    else if (this.live) this.kept.set(jobId, { keyId, data, until: now + this.liveMs })
+    else if (this.live) {
+      this.kept.set(jobId, { keyId, data, until: now + this.liveMs, etaAt })
+      if (data.queue_position !== undefined) this.waiting.add(jobId)
+    }
   }
 
   /** The job's state changed: its kept answer (if any) is dropped. */
   changed(jobId: string): void {
     this.kept.delete(jobId)
+    if (this.waiting.size === 0) return
+    for (const id of this.waiting) this.kept.delete(id)
+    this.waiting = new Set()
   }
 }

@@ -1,12 +1,13 @@
 /**
  * Start and stop of the process. onReady: where this process runs jobs, the queue consumer (runner ->
  * lifecycle), the engine load (for /healthz) and the registry heartbeat; where it owns the queue, crash
- * recovery (CONVERTING jobs re-queued) and the hourly sweep of expired objects. onClose: an orderly stop
+ * recovery (CONVERTING jobs re-queued) and the hourly sweep of expired objects and Idempotency-Key records. onClose: an orderly stop
  * (runs released, queue drained, engine threads, backends, store).
  */
 import fp from 'fastify-plugin'
 import { RETENTION_MS } from '../context.js'
 import { makeRunner } from '../jobs/runner.js'
+import { IDEMPOTENCY_MS } from '../store/types.js'
 
 export default fp(async (app) => {
   const l = app.lucent
@@ -49,6 +50,7 @@ export default fp(async (app) => {
     const sweep = () => {
       const before = Date.now() - RETENTION_MS
       for (const p of ['u', 'o', 'r', 'tmp']) storage.sweep(p, before).catch(() => {})
+      store.purgeIdempotency(Date.now() - IDEMPOTENCY_MS).catch(() => {})
     }
     sweep()
     sweepTimer = setInterval(sweep, 3600_000).unref()

@@ -12,6 +12,8 @@ export const ErrorBody = Type.Object({
 export const errorResponses = {
   400: ErrorBody, 401: ErrorBody, 402: ErrorBody, 403: ErrorBody, 429: ErrorBody, 500: ErrorBody, 503: ErrorBody,
 }
+/** Routes that can answer 409 (task-cancel of a finished job, an Idempotency-Key reused with another body). */
+export const conflictResponses = { ...errorResponses, 409: ErrorBody }
 
 export const PhotoBody = Type.Object({
   model_name: Type.String({ enum: PHOTO_MODEL_NAMES, description: 'Photo model (aliases sharpen_denoise, detail_denoise accepted)' }),
@@ -41,6 +43,10 @@ export const TaskStatus = Envelope(Type.Object({
   consume_coins: Type.Integer(),
   error_code: Type.Optional(Type.Integer()),
   message: Type.Optional(Type.String()),
+  // extensions (README "API extensions"): answers only add fields
+  reason: Type.Optional(Type.String({ enum: ['canceled'], description: 'ERROR because the job was canceled (POST /api/task-cancel; error_code 110400014)' })),
+  eta_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'Running job: seconds until it is expected to finish, from measured throughput per model and backend; absent when unknown' })),
+  queue_position: Type.Optional(Type.Integer({ minimum: 1, description: 'Waiting job: 1 = next to start' })),
 }))
 
 export const PresignItem = Type.Object({
