@@ -17,6 +17,7 @@ const skipEngine = !addonBuilt && 'native/node/index.js not built yet (npm run b
 
 type Status = { status: string; progress: number; error_code?: number; reason?: string; message?: string; consume_coins: number }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const status = async (app: FastifyInstance, key: string, id: string) => (await post(app, '/api/task-status', key, { job_id: id })).json().data as Status
 const cancel = (app: FastifyInstance, key: string, id: string) => post(app, '/api/task-cancel', key, { job_id: id })
 
@@ -116,9 +117,10 @@ t.test('a running VIDEO job: ffmpeg gone, temp files gone, one refund', { skip: 
   const before = await balance(app, keyId)
   // running: the first batch through the engine, ffmpeg decoding and encoding, the output file in the temp dir
   await waitFor(async () => (await status(app, key, sub.job_id)).progress > 0, 300_000, 100)
+  await waitFor(async () => fs.readdirSync(tmp).some((f) => f.includes(sub.job_id)), 60_000, 50)
+  t.pass(`temp files of the job exist: ${fs.readdirSync(tmp).join(', ')}`)
   const ff = children('ffmpeg')
   t.ok(ff.length >= 1, `ffmpeg running (${ff.length} processes)`)
-  t.ok(fs.readdirSync(tmp).some((f) => f.includes(sub.job_id)), 'temp files of the job exist')
   const t0 = Date.now()
   const r = await cancel(app, key, sub.job_id)
   t.match(r.json().data, { status: 'ERROR', error_code: 110400014, reason: 'canceled' })
@@ -144,8 +146,13 @@ t.test('cancel racing completion: one final state, at most one refund', async (t
     const sub = (await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: img, extension: '.png' })).json().data
     const run = await app.lucent.jobs.start(sub.job_id)
     if (!run) throw new Error('no run')
-    // alternate who goes first; two cancels race too
-    const racers = [() => run.complete(`r/${sub.job_id}.png`), () => cancel(app, key, sub.job_id), () => cancel(app, key, sub.job_id)]
+    // alternate who goes first; the completion at once, a tick late, 1 ms late or 50 ms late (the cancels
+    // surely first); two cancels race too
+    const wait = [() => null, () => new Promise((r) => setImmediate(r)), () => sleep(1), () => sleep(50)][i % 4]
+    const racers = [
+      async () => { await wait(); return run.complete(`r/${sub.job_id}.png`) },
+      () => cancel(app, key, sub.job_id), () => cancel(app, key, sub.job_id),
+    ]
     if (i % 2) racers.reverse()
     const [a, b, c] = await Promise.all(racers.map((f) => f()))
     const [completed, ...cancels] = (i % 2 ? [c, b, a] : [a, b, c]) as [boolean, { statusCode: number }, { statusCode: number }]
@@ -165,6 +172,8 @@ t.test('cancel racing completion: one final state, at most one refund', async (t
   }
   t.comment(`outcomes: ${JSON.stringify(outcomes)}`)
   t.equal(outcomes.completed + outcomes.canceled, 24, 'every job in exactly one final state, refunds matching')
+  t.ok(outcomes.canceled > 0, 'cancels won some races (a late completion changed nothing)')
+  t.ok(outcomes.completed > 0, 'completions won some (the cancels answered 409, nothing refunded)')
   const rows = await app.lucent.store.ledger(keyId)
   const sum = rows.reduce((s, r) => s + r.delta, 0)
   t.equal(sum, await balance(app, keyId), 'balance = ledger sum')
