@@ -105,6 +105,7 @@ t.test('cancel + idempotency over PostgreSQL and Redis: 2 gateways, 1 worker', a
   const waiting = (await api(1, '/api/photo-enhancer', { model_name: 'generative_4x', img_url: big, extension: '.png' })).body.data
   const pos = (await api(0, '/api/task-status', { job_id: waiting.job_id })).body.data
   t.equal(pos.queue_position, 1, 'the waiting job is next')
+  t.equal(await redis.exists(`lucent:jobs:${waiting.job_id}`), 1, 'waiting in BullMQ')
   const cw = await api(0, '/api/task-cancel', { job_id: waiting.job_id })
   t.match(cw.body.data, { status: 'ERROR', error_code: 110400014, reason: 'canceled' }, 'waiting job canceled')
   t.equal(await redis.exists(`lucent:jobs:${waiting.job_id}`), 0, 'removed from BullMQ')
