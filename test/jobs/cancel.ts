@@ -83,9 +83,10 @@ t.test('a running photo job: the engine call is aborted, no result, one refund',
   await waitFor(async () => (await app.inject({ method: 'GET', url: '/healthz' })).statusCode === 200, 180_000, 250)
   const srv = await inputServer(t)
   const { key, id: keyId } = await createKey(app, { coins: 10_000 })
-  // x4plus on 256 x 256 on one thread: tens of seconds of engine work
-  const img = srv.put('big.png', png(256, 256), 'image/png')
-  const sub = (await post(app, '/api/photo-enhancer', key, { model_name: 'generative_4x', img_url: img, extension: '.png' })).json().data
+  // x4v3 on 512 x 512 (4 tiles x 33 layers at input size) on one thread: many seconds of engine work in short
+  // layers (the engine checks the signal between layers)
+  const img = srv.put('big.png', png(512, 512), 'image/png')
+  const sub = (await post(app, '/api/photo-enhancer', key, { model_name: 'general_4x', img_url: img, extension: '.png' })).json().data
   await waitFor(async () => app.lucent.jobs.running === 1, 30_000, 20)
   await new Promise((r) => setTimeout(r, 1000)) // inside the network by now
   const t0 = Date.now()

@@ -41,7 +41,7 @@ t.test('cluster: cancel through a child stops the primary\'s run; idempotency ac
   t.equal(new Set(subs.map((s) => s.body.data.job_id)).size, 1, 'one job')
 
   // cancel of a running job: the primary's engine stops (its running count, broadcast to the children, drops)
-  const long = (await post('/api/photo-enhancer', { model_name: 'generative_4x', img_url: srv.put('b.png', png(256, 256), 'image/png'), extension: '.png' })).body.data
+  const long = (await post('/api/photo-enhancer', { model_name: 'general_4x', img_url: srv.put('b.png', png(512, 512), 'image/png'), extension: '.png' })).body.data
   await waitFor(async () => {
     const d = (await post('/api/task-status', { job_id: long.job_id })).body.data
     return d.status === 'CONVERTING' && !('queue_position' in d)

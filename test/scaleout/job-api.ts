@@ -83,7 +83,7 @@ t.test('cancel + idempotency over PostgreSQL and Redis: 2 gateways, 1 worker', a
 
   const srv = await inputServer(t)
   const small = srv.put('s.png', png(16, 12), 'image/png')
-  const big = srv.put('b.png', png(256, 256), 'image/png')
+  const big = srv.put('b.png', png(512, 512), 'image/png')
 
   // idempotency: 8 parallel identical submissions over both gateways
   const body = { model_name: 'general_2x', img_url: small, extension: '.png' }
@@ -100,9 +100,9 @@ t.test('cancel + idempotency over PostgreSQL and Redis: 2 gateways, 1 worker', a
   await waitFor(async () => (await api(0, '/api/task-status', { job_id: idemJob })).body.data.status === 'COMPLETED', 120_000, 200)
 
   // cancel: a long job running on the worker, a second one waiting behind it
-  const long = (await api(0, '/api/photo-enhancer', { model_name: 'generative_4x', img_url: big, extension: '.png' })).body.data
+  const long = (await api(0, '/api/photo-enhancer', { model_name: 'general_4x', img_url: big, extension: '.png' })).body.data
   await waitFor(async () => (await workerRunning()) === 1, 60_000, 50)
-  const waiting = (await api(1, '/api/photo-enhancer', { model_name: 'generative_4x', img_url: big, extension: '.png' })).body.data
+  const waiting = (await api(1, '/api/photo-enhancer', { model_name: 'general_4x', img_url: big, extension: '.png' })).body.data
   const pos = (await api(0, '/api/task-status', { job_id: waiting.job_id })).body.data
   t.equal(pos.queue_position, 1, 'the waiting job is next')
   t.equal(await redis.exists(`lucent:jobs:${waiting.job_id}`), 1, 'waiting in BullMQ')
