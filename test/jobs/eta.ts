@@ -6,7 +6,7 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, createKey, post, png, inputServer } from '../helper.js'
+import { build, createKey, post, png, inputServer, addonBuilt, waitFor } from '../helper.js'
 import { EtaModel, ETA_ALPHA, remainingMs, workUnits } from '../../server/jobs/eta.js'
 import { JobLifecycle } from '../../server/jobs/lifecycle.js'
 import { MemoryQueue } from '../../server/queue/memory.js'
@@ -88,4 +88,21 @@ t.test('queue_position while waiting; eta_seconds from measured throughput while
   const ended = await st(ids[1])
   t.notOk('eta_seconds' in ended, 'no eta once ended')
   t.equal((await store.throughput('general_2x', 'cpu'))!.samples, 2, 'a failed run is not measured')
+})
+
+t.test('with the real engine: a completed job is measured, the next one gets an eta_seconds', { skip: !addonBuilt && 'native addon not built' }, async (t) => {
+  const app = await build(t, { LUCENT_WORKERS: '1', LUCENT_BACKEND: 'cpu', LUCENT_ENGINE_THREADS: '1' })
+  await waitFor(async () => (await app.inject({ method: 'GET', url: '/healthz' })).statusCode === 200, 180_000, 250)
+  const srv = await inputServer(t)
+  const { key } = await createKey(app, { coins: 10_000 })
+  const st = async (id: string) => (await post(app, '/api/task-status', key, { job_id: id })).json().data as { status: string; eta_seconds?: number; queue_position?: number }
+  const first = (await post(app, '/api/photo-enhancer', key, { model_name: 'general_4x', img_url: srv.put('a.png', png(64, 64), 'image/png'), extension: '.png' })).json().data
+  await waitFor(async () => (await st(first.job_id)).status === 'COMPLETED', 120_000, 100)
+  const tp = await waitFor(() => app.lucent.store.throughput('general_4x', 'cpu'), 5000, 20)
+  t.equal(tp.samples, 1, 'measured on the engine backend this process runs (cpu)')
+  const big = (await post(app, '/api/photo-enhancer', key, { model_name: 'general_4x', img_url: srv.put('b.png', png(512, 512), 'image/png'), extension: '.png' })).json().data
+  const running = await waitFor(async () => { const d = await st(big.job_id); return d.status === 'CONVERTING' && d.eta_seconds !== undefined && d }, 60_000, 50)
+  // 64 times the first job's pixels at its measured speed
+  t.ok(running.eta_seconds! >= 1, `eta_seconds ${running.eta_seconds} for 64x the measured job (${(tp.msPerUnit * 0.262144 / 1000).toFixed(1)} s expected)`)
+  t.equal((await post(app, '/api/task-cancel', key, { job_id: big.job_id })).statusCode, 200)
 })
