@@ -319,6 +319,8 @@ export class JobLifecycle {
   /** @internal */
   runReleased(run: ActiveRun, info: RunInfo, reason: 'retry' | 'shutdown'): void {
     this.emit('released', { job: ref(run.job), reason, run: info })
+    // back in the queue: its expected finish no longer holds (the next start writes a new one)
+    if (this.d.eta) void this.write(run.job.id, () => this.d.store.setProgress(run.job.id, run.writtenProgress, null)).catch(() => {})
   }
 
   /** @internal */
@@ -342,6 +344,8 @@ class ActiveRun implements Run {
 
   get signal(): AbortSignal { return this.controller.signal }
   get elapsedMs(): number { return performance.now() - this.t0 }
+  /** The progress stored for the job now (the last one this run wrote, else the job's). */
+  get writtenProgress(): number { return this.lastPct >= 0 ? this.lastPct : this.job.progress }
   get ended(): boolean { return this.state !== 'running' }
   get stopped(): boolean {
     return this.ended || (this.signal.reason instanceof RunAborted && this.signal.reason.why !== 'timeout')

@@ -88,6 +88,15 @@ t.test('queue_position while waiting; eta_seconds from measured throughput while
   const ended = await st(ids[1])
   t.notOk('eta_seconds' in ended, 'no eta once ended')
   t.equal((await store.throughput('general_2x', 'cpu'))!.samples, 2, 'a failed run is not measured')
+  // a run released (shutdown) goes back to the queue: its expected finish is dropped, its progress kept
+  const r3 = (await jobs.start(ids[2]))!
+  await r3.progress(30)
+  t.ok((await st(ids[2])).eta_seconds !== undefined)
+  r3.release('shutdown')
+  await sleep(50)
+  const back = await st(ids[2]) as { status: string; progress?: number; eta_seconds?: number }
+  t.match(back, { status: 'CONVERTING', progress: 30 })
+  t.notOk('eta_seconds' in back, 'released: no eta until it runs again')
 })
 
 t.test('with the real engine: a completed job is measured, the next one gets an eta_seconds', { skip: !addonBuilt && 'native addon not built' }, async (t) => {
