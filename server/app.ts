@@ -15,6 +15,7 @@ import ops from './plugins/ops.js'
 import api from './routes/index.js'
 import cluster from './plugins/cluster.js'
 import lifecycle from './plugins/lifecycle.js'
+import webhooks from './plugins/webhooks.js'
 import playground from './playground.js'
 
 export type { Lucent } from './context.js'
@@ -38,5 +39,6 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   if (role.servesApi && config.playground) await app.register(playground) // playground.ts the web page at / (playground/)
   await app.register(cluster)                         // plugins/cluster.ts an embedded cluster's primary / child wiring
   await app.register(lifecycle)                       // plugins/lifecycle.ts start (runner, engine, recovery) and stop
+  await app.register(webhooks)                        // plugins/webhooks.ts  webhook delivery from the outbox (webhooks/)
   return app
 }

@@ -9,6 +9,9 @@
  * - signed links/uploads with a bad signature, a wrong Content-Type or past expiry -> HTTP 403, 100403001
  * - fetched bytes that are not a supported image (photo)     -> 110400007; not a usable video -> 110400008
  * - ffprobe missing                                          -> 100500005 "Configuration error"
+ * - webhooks (extension): a callback_url that is not an http(s) URL or does not resolve -> 110400020; one that
+ *   points at a private address (not in LUCENT_FETCH_ALLOW) -> 110400021; a callback for a key without a
+ *   signing secret -> 110400022; an unknown (or another key's) delivery id -> 110400023
  */
 import type { EngineErrorCode } from './engine/addon.js'
 
@@ -40,6 +43,11 @@ export const ERRORS = {
   110400009: { status: 400, message: 'The input resolution is over limit' },
   110400010: { status: 400, message: 'The target resolution is over limit' },
   110400011: { status: 400, message: 'The video duration is over limit' },
+  // webhooks (extension; server/webhooks/)
+  110400020: { status: 400, message: 'The callback URL is not valid' },
+  110400021: { status: 400, message: 'The callback URL points at a private address' },
+  110400022: { status: 400, message: 'The key has no webhook secret' },
+  110400023: { status: 400, message: 'The webhook delivery does not exist' },
   110402000: { status: 402, message: 'The coins are not enough' },
   110402001: { status: 402, message: 'The coins are not enough' },
   110402004: { status: 402, message: 'The Demo try times exceeded' },

@@ -1,5 +1,6 @@
 /** Persistence interface (keys, jobs, ledger): SQLite (sqlite.ts) or PostgreSQL (postgres.ts). Job state is
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
+import type { WebhookStore } from './webhooks.js'
 
 export interface ApiKey {
   id: string
@@ -91,5 +92,7 @@ export interface Store {
   /** Idempotent refund (exactly once per job). Returns true if it refunded now. */
   refund(jobId: string): Promise<boolean>
   ledger(keyId: string): Promise<LedgerEntry[]>
+  /** Webhook secrets, subscriptions and the delivery outbox (./webhooks.ts). */
+  readonly webhooks: WebhookStore
   close(): Promise<void>
 }

@@ -1,0 +1,43 @@
+/**
+ * Webhook delivery in this process (server/webhooks/deliver.ts), where it runs or owns jobs (not in an embedded
+ * cluster's HTTP children): the loop starts on ready and stops before the store closes (leases of POSTs in
+ * flight are given back). Subscribed to the job lifecycle: a job that ended here wakes the loop at once (its
+ * final event entered the outbox with the state change), and `job.progress` events are added at every further
+ * tenth of progress for subscriptions that asked for them (best effort: progress is not kept across a crash).
+ */
+import fp from 'fastify-plugin'
+import { BoundedCache } from '../cache.js'
+import { WebhookDeliverer } from '../webhooks/deliver.js'
+import type { WebhookSub } from '../store/webhooks.js'
+
+export default fp(async (app) => {
+  const l = app.lucent
+  if (!l.role.runsJobs && !l.role.recovers) return
+  const deliverer = new WebhookDeliverer({ store: l.store, storage: l.storage, settings: l.config.webhooks, fetchAllow: l.config.fetchAllow, log: app.log })
+  const subs = new BoundedCache<string, (WebhookSub & { keyId: string }) | null>(10_000)
+  const deciles = new BoundedCache<string, number>(10_000)
+  const offs = [
+    l.jobs.on('completed', (e) => { deciles.delete(e.job.id); subs.delete(e.job.id); deliverer.nudge() }),
+    l.jobs.on('failed', (e) => { deciles.delete(e.job.id); subs.delete(e.job.id); deliverer.nudge() }),
+    l.jobs.on('canceled', (e) => { deciles.delete(e.job.id); subs.delete(e.job.id); deliverer.nudge() }),
+    l.jobs.on('progress', (e) => {
+      const decile = Math.floor(e.progress / 10)
+      if (decile < 1 || decile <= (deciles.get(e.job.id) ?? 0)) return
+      deciles.set(e.job.id, decile)
+      void (async () => {
+        let sub = subs.get(e.job.id)
+        if (sub === undefined) subs.set(e.job.id, (sub = await l.store.webhooks.subscription(e.job.id)))
+        if (!sub || !sub.events.includes('job.progress')) return
+        const added = await l.store.webhooks.addDelivery({
+          id: `msg_${e.job.id}_p${decile}`, keyId: sub.keyId, jobId: e.job.id, event: 'job.progress', events: sub.events, url: sub.url, at: Date.now(),
+        })
+        if (added) deliverer.nudge()
+      })().catch((err) => app.log.warn({ err, job: e.job.id }, 'webhook progress event not recorded'))
+    }),
+  ]
+  app.addHook('onReady', async () => { deliverer.start() })
+  app.addHook('preClose', async () => {
+    for (const off of offs) off()
+    await deliverer.stop()
+  })
+}, { name: 'lucent-webhooks' })
