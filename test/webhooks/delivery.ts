@@ -63,6 +63,9 @@ t.test('submission: callback checks, no debit when refused, answers unchanged', 
   const noSecret = await createKey(app, { coins: 100 })
   const r = await post(app, '/api/photo-enhancer', noSecret.key, { model_name: 'general_2x', img_url: img, extension: '.png', callback_url: 'http://127.0.0.1:9/h' })
   t.equal(r.json().error_code, 110400022, 'a key without a secret cannot ask for callbacks')
+  const { VIDEO_MODEL_NAMES } = await import('../../server/catalog.js')
+  const video = await post(app, '/api/video-enhancer', k.key, { video_url: `${srv.base}/mem/none.mp4`, model_name: VIDEO_MODEL_NAMES[0], resolution: [320, 240], callback_url: 'http://192.168.1.1/hook' })
+  t.equal(video.json().error_code, 110400021, 'video submissions too')
   t.equal(await balance(app, k.id), before, 'nothing debited')
   t.equal(await balance(app, noSecret.id), 100)
   // without a callback, the answer is exactly the original one
