@@ -135,6 +135,10 @@ export class WebhookDeliverer {
       await settle({ status: 'failed', event: row.event, lastStatus: null, lastError: !job ? 'the job no longer exists' : 'the key has no webhook secret', nextAt: null })
       return
     }
+    if (row.event === 'job.progress' && job.status !== 'CONVERTING') {
+      await settle({ status: 'failed', event: row.event, lastStatus: null, lastError: 'the job has ended: progress no longer sent', nextAt: null })
+      return
+    }
     const data = taskStatusData(job, this.d.storage)
     const event = eventOf(row, data)
     if (!row.events.includes(event)) {

@@ -8,7 +8,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, createKey, post, png, pngHeader, inputServer, waitFor, balance, addonBuilt } from '../helper.js'
 import { newWebhookSecret, signature } from '../../server/webhooks/signing.js'
-import { backoffMs } from '../../server/webhooks/deliver.js'
+import { backoffMs, eventOf } from '../../server/webhooks/deliver.js'
 import { receiver } from './receiver.js'
 import { Webhook } from 'standardwebhooks'
 
@@ -185,4 +185,41 @@ t.test('a hanging receiver delays neither jobs nor another key', { skip: !addonB
   t.equal(rx.on('/fast/ok')[0].body.data.job_id, fastJob)
   for (const id of slowJobs) t.equal((await status(app, slow.key, id)).status, 'COMPLETED', 'jobs of the slow key completed')
   t.equal(rx.on('/slow/hang').length, 1, 'one POST in flight for the slow key (LUCENT_WEBHOOK_KEY_CONCURRENCY=1)')
+})
+
+t.test('job.progress when asked for: one event per further tenth, then the final event', async (t) => {
+  const app = await build(t, FAST)
+  app.lucent.queue.pause() // the test drives the job's run through the lifecycle itself
+  const srv = await inputServer(t)
+  const k = await hookKey(app)
+  const rx = await receiver(t, () => k.secret)
+  const r = await post(app, '/api/photo-enhancer', k.key, {
+    model_name: 'general_2x', img_url: srv.put('p.png', png(16, 16)), extension: '.png', callback_url: rx.url('/p'), callback_events: ['job.progress', 'job.completed'],
+  })
+  const jobId = r.json().data.job_id
+  const run = (await app.lucent.jobs.start(jobId))!
+  t.ok(run)
+  const step = async (pct: number) => {
+    await run.progress(pct)
+    await new Promise((res) => setTimeout(res, 250)) // progress is written at most every 200 ms
+  }
+  await step(5) // below a tenth: nothing
+  await step(12)
+  await step(18) // the same tenth: nothing more
+  await step(47)
+  await waitFor(async () => rx.on('/p').length >= 2, 10_000)
+  await app.lucent.storage.put(`r/${jobId}.png`, png(32, 32), 'image/png')
+  t.ok(await run.complete(`r/${jobId}.png`))
+  await waitFor(async () => rx.on('/p').some((g) => g.body.type === 'job.completed'), 10_000)
+  const got = rx.on('/p')
+  t.same(got.map((g) => [g.id, g.body.type]), [[`msg_${jobId}_p1`, 'job.progress'], [`msg_${jobId}_p4`, 'job.progress'], [`msg_${jobId}_end`, 'job.completed']])
+  t.ok(got.every((g) => g.verified))
+  t.equal(got[0].body.data.status, 'CONVERTING')
+  t.ok((got[0].body.data.progress as number) >= 12)
+})
+
+t.test('a final ERROR event is sent as job.canceled when the answer says canceled', async (t) => {
+  t.equal(eventOf({ event: 'job.failed' }, { reason: 'canceled' } as never), 'job.canceled')
+  t.equal(eventOf({ event: 'job.failed' }, {} as never), 'job.failed')
+  t.equal(eventOf({ event: 'job.completed' }, { reason: 'canceled' } as never), 'job.completed')
 })
