@@ -4,9 +4,11 @@
  * flight are given back). Subscribed to the job lifecycle: a job that ended here wakes the loop at once (its
  * final event entered the outbox with the state change), and `job.progress` events are added at every further
  * tenth of progress for subscriptions that asked for them (best effort: progress is not kept across a crash).
+ * Hourly, finished deliveries and ended jobs' subscriptions older than the media retention (7 days) are dropped.
  */
 import fp from 'fastify-plugin'
 import { BoundedCache } from '../cache.js'
+import { RETENTION_MS } from '../jobs/status.js'
 import { WebhookDeliverer } from '../webhooks/deliver.js'
 import type { WebhookSub } from '../store/webhooks.js'
 
@@ -35,8 +37,14 @@ export default fp(async (app) => {
       })().catch((err) => app.log.warn({ err, job: e.job.id }, 'webhook progress event not recorded'))
     }),
   ]
-  app.addHook('onReady', async () => { deliverer.start() })
+  const purge = () => l.store.webhooks.purge(Date.now() - RETENTION_MS).catch((err) => app.log.warn({ err }, 'webhook purge failed'))
+  let purgeTimer: NodeJS.Timeout | undefined
+  app.addHook('onReady', async () => {
+    deliverer.start()
+    purgeTimer = setInterval(purge, 3600_000).unref()
+  })
   app.addHook('preClose', async () => {
+    clearInterval(purgeTimer)
     for (const off of offs) off()
     await deliverer.stop()
   })

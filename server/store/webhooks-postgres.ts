@@ -132,6 +132,11 @@ export class PgWebhooks implements WebhookStore {
     return r.rows[0] ? toDelivery(r.rows[0]) : null
   }
 
+  async purge(before: number): Promise<void> {
+    await this.pool.query("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND COALESCE(last_at, created_at) < $1", [before])
+    await this.pool.query("DELETE FROM webhook_subs s WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = s.job_id AND j.status = 'CONVERTING')", [before])
+  }
+
   async replay(id: string, keyId: string, now: number) {
     const r = await this.pool.query<DeliveryRow>(`UPDATE webhook_deliveries SET status = 'pending', next_at = $3, retry_from = $3
       WHERE id = $1 AND key_id = $2 RETURNING *`, [id, keyId, now])

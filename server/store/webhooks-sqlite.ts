@@ -83,6 +83,8 @@ export class SqliteWebhooks implements WebhookStore {
       list: db.prepare<[string, string | null, string | null, string | null, string | null, number], DeliveryRow>(`SELECT * FROM webhook_deliveries
         WHERE key_id = ? AND (? IS NULL OR job_id = ?) AND (? IS NULL OR status = ?) ORDER BY created_at DESC, id DESC LIMIT ?`),
       get: db.prepare<[string], DeliveryRow>('SELECT * FROM webhook_deliveries WHERE id = ?'),
+      purgeDeliveries: db.prepare("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND COALESCE(last_at, created_at) < ?"),
+      purgeSubs: db.prepare("DELETE FROM webhook_subs WHERE created_at < ? AND job_id NOT IN (SELECT id FROM jobs WHERE status = 'CONVERTING')"),
       replay: db.prepare(`UPDATE webhook_deliveries SET status = 'pending', next_at = @now, retry_from = @now
         WHERE id = @id AND key_id = @keyId`),
     }
@@ -124,6 +126,10 @@ export class SqliteWebhooks implements WebhookStore {
   async get(id: string) {
     const r = this.s.get.get(id)
     return r ? toDelivery(r) : null
+  }
+  async purge(before: number) {
+    this.s.purgeDeliveries.run(before)
+    this.s.purgeSubs.run(before)
   }
   async replay(id: string, keyId: string, now: number) {
     if (this.s.replay.run({ id, keyId, now }).changes !== 1) return null

@@ -70,6 +70,8 @@ export interface WebhookStore {
   get(id: string): Promise<Delivery | null>
   /** A delivery of `keyId` due again now (attempts kept, retry window restarted); null if not the key's. */
   replay(id: string, keyId: string, now: number): Promise<Delivery | null>
+  /** Drops finished deliveries last touched before `before`, and subscriptions of ended jobs made before it. */
+  purge(before: number): Promise<void>
 }
 
 /** Events as stored: `,a,b,` (a trigger matches `,event,` with instr/strpos). */

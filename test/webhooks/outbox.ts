@@ -114,6 +114,20 @@ for (const b of backends) {
     t.equal(await s.webhooks.replay(later[1].id, 'k_other', now + 1), null)
     t.match(await s.webhooks.replay(later[1].id, key.id, now + 1), { id: later[1].id, status: 'pending', attempts: 1, nextAt: now + 1, retryFrom: now + 1 })
 
+    // purge: finished deliveries and ended jobs' subscriptions before the horizon; pending ones stay
+    t.ok(await s2.webhooks.settle(later[2].id, 'p6', { status: 'delivered', event: later[2].event, lastStatus: 200, lastError: null, at: now, nextAt: null }))
+    t.equal((await s.webhooks.list(key.id, { limit: 50, status: 'delivered' })).length, 1)
+    const pendingBefore = (await s.webhooks.list(key.id, { limit: 50, status: 'pending' })).length
+    await s.webhooks.purge(now + 10)
+    t.equal(await s.webhooks.get(later[2].id), null, 'a delivered one before the horizon goes')
+    t.equal((await s.webhooks.get(later[1].id))?.status, 'pending', 'a replayed (pending) delivery stays')
+    t.equal((await s.webhooks.list(key.id, { limit: 50, status: 'pending' })).length, pendingBefore)
+    t.same(await s.webhooks.list(key.id, { limit: 50, status: 'delivered' }), [])
+    const converting = await job(['job.completed'])
+    await s.webhooks.purge(Date.now() + 10_000)
+    t.ok(await s.webhooks.subscription(converting), "a converting job's subscription stays")
+    t.equal(await s.webhooks.subscription(done), null, "an ended job's subscription goes")
+
     // unsubscribe removes a job's subscription and deliveries; key secrets
     await s.webhooks.unsubscribe(done)
     t.same(await rows(done), [])
