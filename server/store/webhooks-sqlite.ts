@@ -74,6 +74,8 @@ export class SqliteWebhooks implements WebhookStore {
           WHERE status = 'pending' AND next_at <= ? AND (lease_until IS NULL OR lease_until < ?)
             AND key_id NOT IN (SELECT value FROM json_each(?))
         ) WHERE rn <= ? ORDER BY next_at, id LIMIT ?`),
+      anyDue: db.prepare<[number, number], { one: number }>(`SELECT 1 AS one FROM webhook_deliveries
+        WHERE status = 'pending' AND next_at <= ? AND (lease_until IS NULL OR lease_until < ?) LIMIT 1`),
       lease: db.prepare('UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ? WHERE id = ?'),
       release: db.prepare('UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?'),
       settle: db.prepare(`UPDATE webhook_deliveries SET status = @status, event = @event, attempts = attempts + 1, last_status = @lastStatus,
@@ -113,7 +115,10 @@ export class SqliteWebhooks implements WebhookStore {
   async addDelivery(d: Parameters<WebhookStore['addDelivery']>[0]) {
     return this.s.add.run(d.id, d.keyId, d.jobId, d.event, eventsColumn(d.events), d.url, d.at, d.at, d.at).changes === 1
   }
-  async claim(o: Parameters<WebhookStore['claim']>[0]) { return this.txClaim.immediate(o) }
+  async claim(o: Parameters<WebhookStore['claim']>[0]) {
+    // a plain read first: an idle poll takes no write lock
+    return this.s.anyDue.get(o.now, o.now) ? this.txClaim.immediate(o) : []
+  }
   async release(id: string, owner: string) { this.s.release.run(id, owner) }
   async settle(id: string, owner: string, o: DeliveryOutcome) {
     return this.s.settle.run({ id, owner, status: o.status, event: o.event, lastStatus: o.lastStatus, lastError: o.lastError, at: o.at, nextAt: o.nextAt }).changes === 1
