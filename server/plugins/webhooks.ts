@@ -8,14 +8,17 @@
  */
 import fp from 'fastify-plugin'
 import { BoundedCache } from '../cache.js'
-import { RETENTION_MS } from '../jobs/status.js'
+import { RETENTION_MS, taskStatusData } from '../jobs/status.js'
 import { WebhookDeliverer } from '../webhooks/deliver.js'
 import type { WebhookSub } from '../store/webhooks.js'
 
 export default fp(async (app) => {
   const l = app.lucent
   if (!l.role.runsJobs && !l.role.recovers) return
-  const deliverer = new WebhookDeliverer({ store: l.store, storage: l.storage, settings: l.config.webhooks, fetchAllow: l.config.fetchAllow, log: app.log })
+  const deliverer = new WebhookDeliverer({
+    // the payload is the job's task-status answer, built as POST /api/task-status builds it
+    store: l.store, answer: (job) => taskStatusData(job, l.storage), settings: l.config.webhooks, fetchAllow: l.config.fetchAllow, log: app.log,
+  })
   const subs = new BoundedCache<string, (WebhookSub & { keyId: string }) | null>(10_000)
   const deciles = new BoundedCache<string, number>(10_000)
   const offs = [

@@ -13,17 +13,17 @@
  */
 import crypto from 'node:crypto'
 import type { WebhookSettings } from '../config.js'
-import type { Store } from '../store/types.js'
-import type { MediaStorage } from '../storage/types.js'
+import type { JobStatusRow, Store } from '../store/types.js'
 import type { Delivery, DeliveryOutcome, WebhookEvent } from '../store/webhooks.js'
-import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
+import type { TaskStatusData } from '../jobs/status.js'
 import { FetchError } from '../fetch/index.js'
 import { safePost } from '../fetch/post.js'
 import { webhookHeaders } from './signing.js'
 
 export interface DelivererDeps {
   store: Store
-  storage: Pick<MediaStorage, 'signedGetUrl'>
+  /** The job's task-status answer (the route's own builder): the payload's `data`. */
+  answer(job: JobStatusRow): TaskStatusData | Promise<TaskStatusData>
   settings: WebhookSettings
   fetchAllow: string[]
   log: { warn(o: object, msg: string): void; error(o: object, msg: string): void }
@@ -139,7 +139,7 @@ export class WebhookDeliverer {
       await settle({ status: 'failed', event: row.event, lastStatus: null, lastError: 'the job has ended: progress no longer sent', nextAt: null })
       return
     }
-    const data = taskStatusData(job, this.d.storage)
+    const data = await this.d.answer(job)
     const event = eventOf(row, data)
     if (!row.events.includes(event)) {
       await settle({ status: 'failed', event, lastStatus: null, lastError: `${event} not subscribed`, nextAt: null })
