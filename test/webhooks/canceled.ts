@@ -6,7 +6,7 @@
 import t from 'tap'
 import { build, createKey, post, png, inputServer, waitFor } from '../helper.js'
 import { newWebhookSecret } from '../../server/webhooks/signing.js'
-import { receiver } from './receiver.js'
+import { receiver } from '../support/webhook-receiver.js'
 
 t.test('task-cancel of a waiting job sends job.canceled', async (t) => {
   const app = await build(t, { LUCENT_WEBHOOK_POLL_MS: '50' })

@@ -9,7 +9,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import Database from 'better-sqlite3'
 import { request } from 'undici'
 import { repoRoot, tempDir, modelDir, inputServer, addonBuilt, waitFor, freePort, png } from '../helper.js'
-import { receiver } from './receiver.js'
+import { receiver } from '../support/webhook-receiver.js'
 
 const bin = path.join(repoRoot, 'bin', 'lucent.js')
 

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import { build, createKey, post, png, pngHeader, inputServer, waitFor, balance, addonBuilt } from '../helper.js'
 import { newWebhookSecret, signature } from '../../server/webhooks/signing.js'
 import { backoffMs, eventOf } from '../../server/webhooks/deliver.js'
-import { receiver } from './receiver.js'
+import { receiver } from '../support/webhook-receiver.js'
 import { Webhook } from 'standardwebhooks'
 
 const FAST = { LUCENT_WEBHOOK_BACKOFF_MS: '100', LUCENT_WEBHOOK_BACKOFF_MAX_MS: '400', LUCENT_WEBHOOK_POLL_MS: '50', LUCENT_WEBHOOK_TIMEOUT_MS: '3000' }

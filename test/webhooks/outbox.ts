@@ -13,7 +13,7 @@ import type { Store } from '../../server/store/types.js'
 import { build, tempDir, createKey, post, png, inputServer, waitFor, addonBuilt } from '../helper.js'
 import { requireServices, freshDatabase } from '../scaleout/services.js'
 import { newWebhookSecret } from '../../server/webhooks/signing.js'
-import { receiver } from './receiver.js'
+import { receiver } from '../support/webhook-receiver.js'
 
 interface Test { teardown(fn: () => unknown): void; plan(n: number, why?: string): void }
 

@@ -13,7 +13,7 @@ import { Redis } from 'ioredis'
 import { S3Client, CreateBucketCommand } from '@aws-sdk/client-s3'
 import { repoRoot, tempDir, modelDir, inputServer, png, addonBuilt, waitFor, freePort } from '../helper.js'
 import { requireServices, freshDatabase, inCI } from '../scaleout/services.js'
-import { receiver } from './receiver.js'
+import { receiver } from '../support/webhook-receiver.js'
 
 const bin = path.join(repoRoot, 'bin', 'lucent.js')
 
