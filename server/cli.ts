@@ -4,8 +4,12 @@
  *                                              overrides LUCENT_ROLE: gateway = HTTP API only, worker = runs jobs
  *                                              from the shared queue (LUCENT_REDIS_URL), all = both (default)
  *   (keys: against LUCENT_DATABASE_URL when set, else DATA_DIR/lucent.db)
- *   lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R]
- *                                              prints the new key alone on the last line (shown only this once)
+ *   lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R] [--webhook URL]
+ *                                              prints the key's webhook secret (whsec_...) on the line before the
+ *                                              new key, which is alone on the last line (both shown only this once)
+ *   lucent keys update KEY [--webhook URL|''] [--webhook-secret]
+ *                                              sets (or clears) the key's default webhook URL; --webhook-secret makes
+ *                                              a new signing secret and prints it on the last line
  *   lucent keys list                           id, balance, trial left, expiry, rate, revoked
  *   lucent keys revoke KEY                     KEY: the key itself, its id (k_...), or an unambiguous id/hash prefix
  *   lucent keys topup KEY N                    adds N coins (ledger row 'topup')
@@ -17,6 +21,8 @@ import { parseArgs } from 'node:util'
 import { loadConfig, type Config } from './config.js'
 import { openStore } from './backends.js'
 import { hashKey, newApiKey } from './auth.js'
+import { newWebhookSecret } from './webhooks/signing.js'
+import { checkCallbackUrl } from './webhooks/target.js'
 
 function die(msg: string): never {
   process.stderr.write(`lucent: ${msg}\n`)
@@ -135,6 +141,13 @@ async function keys(args: string[]) {
   } catch (e) {
     die(`cannot open the store: ${(e as Error).message}`)
   }
+  const webhookUrl = async (raw: string | undefined): Promise<string | null | undefined> => {
+    if (raw === undefined) return undefined
+    if (raw.trim() === '') return null
+    const c = await checkCallbackUrl(raw.trim(), config.fetchAllow)
+    if (!c.ok) die(`--webhook: ${c.detail}`)
+    return c.url
+  }
   const resolve = async (ref: string | undefined) => {
     if (!ref) die('KEY is required')
     const k = (await store.keyByHash(hashKey(ref))) ?? (await store.findKey(ref))
@@ -144,7 +157,7 @@ async function keys(args: string[]) {
   try {
     switch (sub) {
       case 'create': {
-        const { values } = parseArgs({ args: rest, options: { coins: { type: 'string' }, trial: { type: 'string' }, expires: { type: 'string' }, rate: { type: 'string' } } })
+        const { values } = parseArgs({ args: rest, options: { coins: { type: 'string' }, trial: { type: 'string' }, expires: { type: 'string' }, rate: { type: 'string' }, webhook: { type: 'string' } } })
         const coins = intArg(values.coins, 'coins')
         const trial = intArg(values.trial, 'trial', 0)
         let expiresAt: number | null = null
@@ -157,10 +170,14 @@ async function keys(args: string[]) {
           rate = Number(values.rate)
           if (!Number.isFinite(rate) || rate <= 0) die('--rate must be a positive number (requests per second)')
         }
+        const url = await webhookUrl(values.webhook)
         const k = newApiKey()
+        const secret = newWebhookSecret()
         await store.createKey({ id: k.id, hash: k.hash, coins, trial, expiresAt, rate })
-        process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'}\n`)
-        process.stdout.write('the key is shown only this once:\n')
+        await store.webhooks.setKeyWebhook(k.id, { url: url ?? null, secret })
+        process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'} webhook=${url ?? 'none'}\n`)
+        process.stdout.write('the webhook signing secret, then the key (last line), are shown only this once:\n')
+        process.stdout.write(`${secret}\n`)
         process.stdout.write(`${k.key}\n`)
         break
       }
@@ -171,6 +188,17 @@ async function keys(args: string[]) {
           process.stdout.write([k.id, k.coins, `${k.trialLeft}/${k.trialTotal}`, k.expiresAt ? new Date(k.expiresAt).toISOString() : '-',
             k.rate ?? '-', k.revoked ? 'yes' : 'no', new Date(k.createdAt).toISOString()].join('\t') + '\n')
         }
+        break
+      }
+      case 'update': {
+        const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { webhook: { type: 'string' }, 'webhook-secret': { type: 'boolean' } } })
+        const k = await resolve(positionals[0])
+        const url = await webhookUrl(values.webhook)
+        if (url === undefined && !values['webhook-secret']) die('keys update: give --webhook URL (empty to clear) and/or --webhook-secret')
+        const secret = values['webhook-secret'] ? newWebhookSecret() : undefined
+        const after = await store.webhooks.setKeyWebhook(k.id, { url, secret })
+        process.stdout.write(`updated ${k.id}: webhook=${after.url ?? 'none'} secret=${after.secret ? 'set' : 'none'}\n`)
+        if (secret) process.stdout.write(`the new webhook signing secret (shown only this once; the old one no longer signs):\n${secret}\n`)
         break
       }
       case 'revoke': {
@@ -187,7 +215,7 @@ async function keys(args: string[]) {
         break
       }
       default:
-        die('usage: lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R] | list | revoke KEY | topup KEY N')
+        die('usage: lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R] [--webhook URL] | update KEY [--webhook URL] [--webhook-secret] | list | revoke KEY | topup KEY N')
     }
   } finally {
     await store.close()
@@ -218,4 +246,4 @@ else if (cmd === 'models') {
   process.exitCode = await runModelsCli(args)
 } else if (cmd === 'bench') await native(['bench', ...args])
 else if (cmd === 'native') await native(args)
-else die('usage: lucent serve | keys create|list|revoke|topup ... | models list|fetch|verify | bench --model NAME --input FILE')
+else die('usage: lucent serve | keys create|update|list|revoke|topup ... | models list|fetch|verify | bench --model NAME --input FILE')

@@ -45,6 +45,13 @@
  * | LUCENT_QUEUE_STALLED_MS    | 15000                 | BullMQ stalled-job check interval |
  * | LUCENT_QUEUE_BACKOFF_MS    | 2000                  | First retry delay of a job whose run threw (exponential) |
  * | LUCENT_PLAYGROUND          | 1                     | 0: no web playground at / (server/playground.ts); API roles only |
+ * | LUCENT_WEBHOOK_TIMEOUT_MS  | 10000                 | Deadline of one webhook POST (connect + answer) |
+ * | LUCENT_WEBHOOK_MAX_AGE_MS  | 86400000 (24 h)       | Retries of an undelivered event continue this long (from the event or its replay) |
+ * | LUCENT_WEBHOOK_BACKOFF_MS  | 5000                  | First retry delay; doubles per attempt (with jitter), at most LUCENT_WEBHOOK_BACKOFF_MAX_MS |
+ * | LUCENT_WEBHOOK_BACKOFF_MAX_MS | 3600000 (1 h)      | Longest delay between two attempts |
+ * | LUCENT_WEBHOOK_CONCURRENCY | 16                    | Webhook POSTs in flight per process |
+ * | LUCENT_WEBHOOK_KEY_CONCURRENCY | 2                 | Webhook POSTs in flight per process for one key (a slow receiver holds only these) |
+ * | LUCENT_WEBHOOK_POLL_MS     | 1000                  | How often a process looks for due deliveries (also woken by its own job events) |
  *
  * Model files (`lucent models ...` and the start-up check; `modelSettings()` reads only these):
  * | LUCENT_MODEL_MIRROR        | (unset)               | Local folder laid out like shared/models, tried before upstream |
@@ -69,6 +76,17 @@ export interface VideoSettings {
   preset: string
   batchMb: number
   tmpDir: string
+}
+
+/** Webhook delivery (server/webhooks/). Private callback addresses are refused unless in LUCENT_FETCH_ALLOW. */
+export interface WebhookSettings {
+  timeoutMs: number
+  maxAgeMs: number
+  backoffMs: number
+  backoffMaxMs: number
+  concurrency: number
+  keyConcurrency: number
+  pollMs: number
 }
 
 /** Where model files live and come from (server/models/). */
@@ -117,6 +135,7 @@ export interface Config {
   s3: S3Config | null
   /** Serve the web playground at / and /playground (server/playground.ts). */
   playground: boolean
+  webhooks: WebhookSettings
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number {
@@ -236,6 +255,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     queueBackoffMs: int(env, 'LUCENT_QUEUE_BACKOFF_MS', 2000, 0),
     s3: s3Config(env),
     playground: flag(env, 'LUCENT_PLAYGROUND', true),
+    webhooks: {
+      timeoutMs: int(env, 'LUCENT_WEBHOOK_TIMEOUT_MS', 10_000, 100),
+      maxAgeMs: int(env, 'LUCENT_WEBHOOK_MAX_AGE_MS', 24 * 3600_000, 0),
+      backoffMs: int(env, 'LUCENT_WEBHOOK_BACKOFF_MS', 5000, 10),
+      backoffMaxMs: int(env, 'LUCENT_WEBHOOK_BACKOFF_MAX_MS', 3600_000, 10),
+      concurrency: int(env, 'LUCENT_WEBHOOK_CONCURRENCY', 16, 1),
+      keyConcurrency: int(env, 'LUCENT_WEBHOOK_KEY_CONCURRENCY', 2, 1),
+      pollMs: int(env, 'LUCENT_WEBHOOK_POLL_MS', 1000, 10),
+    },
   }
   return { ...cfg, ...overrides }
 }

@@ -51,7 +51,7 @@ declare module 'fastify' {
 
 export const ok = <T>(data: T) => ({ code: 200 as const, message: 'OK' as const, data })
 
-export const RETENTION_MS = 7 * 24 * 3600 * 1000
+export { RETENTION_MS } from './jobs/status.js'
 
 export function createLucent(config: Config, role: ProcessRole, backends: Backends, log: FastifyBaseLogger): Lucent {
   const { store, storage, queue, registry } = backends

@@ -56,7 +56,7 @@ const REDIRECT_CODES = new Set([301, 302, 303, 307, 308])
 const USER_AGENT = 'lucent-fetch/0.1'
 
 /** Lower-case, strip IPv6 brackets and one trailing dot; IP literals in canonical WHATWG form. */
-function normalizeHost(h: string): string {
+export function normalizeHost(h: string): string {
   let s = h.trim().toLowerCase()
   if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1)
   if (s.endsWith('.')) s = s.slice(0, -1)
@@ -94,7 +94,7 @@ function makeLookup(allow: Set<string>) {
   }
 }
 
-function parseTarget(raw: string, base: URL | undefined, allow: Set<string>): URL {
+export function parseTarget(raw: string, base: URL | undefined, allow: Set<string>): URL {
   let url: URL
   try {
     url = base ? new URL(raw, base) : new URL(raw)
@@ -151,7 +151,7 @@ interface Opened {
 }
 
 /** Drops a response body: swallow the abort error it emits, release the socket. */
-function discard(body: { on(ev: 'error', fn: () => void): unknown; destroy(): unknown }): void {
+export function discard(body: { on(ev: 'error', fn: () => void): unknown; destroy(): unknown }): void {
   body.on('error', () => {})
   body.destroy()
 }
@@ -198,7 +198,7 @@ async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, allow: Se
   }
 }
 
-async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<string>, signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<string>, signal: AbortSignal) => Promise<T>): Promise<T> {
   const allow = new Set(policy.allow.map(normalizeHost))
   const agent = new Agent({
     connect: { timeout: policy.connectTimeoutMs, lookup: makeLookup(allow) as any },

@@ -11,12 +11,37 @@
  *   recomputed from its expected finish per answer.
  */
 import { BoundedCache } from '../cache.js'
+import { CANCELED_CODE } from '../errors.js'
+import type { JobStatusRow } from '../store/types.js'
+import type { MediaStorage } from '../storage/types.js'
 
 export interface TaskStatusData {
   job_id: string; status: string; progress: number; original_url: string; consume_coins: number
   res_url?: string; error_code?: number; message?: string
   // extensions (README "API extensions")
   reason?: 'canceled'; eta_seconds?: number; queue_position?: number
+}
+
+/** Kept links (original, result) stay valid as long as the objects are kept. */
+export const RETENTION_MS = 7 * 24 * 3600 * 1000
+
+/** The task-status answer of a job row (links signed by the storage): the one builder, for POST
+ *  /api/task-status and the webhook payloads. */
+export function taskStatusData(job: JobStatusRow, storage: Pick<MediaStorage, 'signedGetUrl'>): TaskStatusData {
+  const data: TaskStatusData = {
+    job_id: job.id,
+    status: job.status,
+    progress: job.status === 'COMPLETED' ? 100 : job.progress,
+    original_url: storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
+    consume_coins: job.coins,
+  }
+  if (job.status === 'COMPLETED' && job.resultKey) data.res_url = storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.createdAt) + RETENTION_MS)
+  if (job.status === 'ERROR') {
+    data.error_code = job.errorCode ?? 100500006
+    data.message = job.errorMessage ?? ''
+    if (job.errorCode === CANCELED_CODE) data.reason = 'canceled'
+  }
+  return data
 }
 
 /** `etaAt`: a running job's expected finish (ms epoch): the route recomputes eta_seconds from it per answer. */

@@ -12,13 +12,15 @@ import { sniff } from '../media/sniff.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
 import { missingVideoTools } from '../video/tools.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
-import { ok, RETENTION_MS, type Lucent } from '../context.js'
+import { ok, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
 import { IdempotencyHeaders, idempotencyOf, lookup, replayAnswer } from './idempotency.js'
 import type { JobStatusRow, NewJob } from '../store/types.js'
+import type { WebhookSub } from '../store/webhooks.js'
+import { webhookFor } from '../webhooks/subscribe.js'
 import type { JobSpec } from '../jobs/params.js'
 import type { SubmitResult } from '../jobs/lifecycle.js'
-import type { TaskStatusData } from '../jobs/status.js'
+import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -43,11 +45,13 @@ function submitError(r: Extract<SubmitResult, { ok: false }>): ApiError {
 
 /** Debit, create and queue the job (server/jobs/lifecycle.ts). Not queued (Redis or the cluster primary
  *  unreachable): the lifecycle ends the job at once, refunded, rather than charge for a job the client never
- *  hears of. */
-async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec, commit: () => void) {
+ *  hears of. A webhook subscription is written first, so the job's final event finds it (server/webhooks/). */
+async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec, commit: () => void, hook: WebhookSub | null) {
+  if (hook) await l.store.webhooks.subscribe(job.id, job.keyId, hook)
   const r = await l.jobs.submit(job, { reserved: true })
   if (r.ok || r.reason === 'not_queued') commit() // the queue consumed the reservation
   if (!r.ok) {
+    if (hook) await l.store.webhooks.unsubscribe(job.id).catch(() => {})
     if (r.reason !== 'not_queued') await l.storage.delete(job.originalKey).catch(() => {})
     // a parallel submission with the same Idempotency-Key and body made the job first: its answer
     if (r.reason === 'replay') return replayAnswer(r.job)
@@ -60,19 +64,7 @@ async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec,
 
 /** The task-status answer of a job (a fresh read), with the extension fields. */
 async function statusData(l: Lucent, job: JobStatusRow): Promise<{ data: TaskStatusData; etaAt?: number }> {
-  const data: TaskStatusData = {
-    job_id: job.id,
-    status: job.status,
-    progress: job.status === 'COMPLETED' ? 100 : job.progress,
-    original_url: l.storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
-    consume_coins: job.coins,
-  }
-  if (job.status === 'COMPLETED' && job.resultKey) data.res_url = l.storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.createdAt) + RETENTION_MS)
-  if (job.status === 'ERROR') {
-    data.error_code = job.errorCode ?? 100500006
-    data.message = job.errorMessage ?? ''
-    if (job.errorCode === CANCELED_CODE) data.reason = 'canceled'
-  }
+  const data = taskStatusData(job, l.storage)
   if (job.status !== 'CONVERTING') return { data }
   if (job.attempts === 0) data.queue_position = 1 + await l.store.jobsAhead(job.id)
   else if (job.etaAt !== null) return { data: withEta(data, job.etaAt), etaAt: job.etaAt }
@@ -100,6 +92,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const ext = normExt(b.extension)
     const format = ext ? photoFormat(ext) : undefined
     if (!ext || !format) throw new ApiError(110400007)
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
     return withQueueSlot(l, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
       const sn = sniff(bytes)
@@ -120,7 +113,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           input: { format: sn.format, width: sn.width, height: sn.height },
           output: { width: sn.width * model.scale, height: sn.height * model.scale },
         },
-      }, commit)
+      }, commit, hook)
     })
   })
 
@@ -143,6 +136,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
     return withQueueSlot(l, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
       try {
@@ -169,7 +163,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
             ext, resolution: [w, h],
             input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
           },
-        }, commit)
+        }, commit, hook)
       } finally {
         await fsp.rm(input.file, { force: true })
       }

@@ -1,5 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { PHOTO_MODEL_NAMES, VIDEO_MODEL_NAMES } from '../catalog.js'
+import { WEBHOOK_EVENTS } from '../store/webhooks.js'
 
 export const Envelope = <T extends TSchema>(data: T) => Type.Object({
   code: Type.Integer({ examples: [200] }), message: Type.String({ examples: ['OK'] }), data,
@@ -15,12 +16,21 @@ export const errorResponses = {
 /** Routes that can answer 409 (task-cancel of a finished job, an Idempotency-Key reused with another body). */
 export const conflictResponses = { ...errorResponses, 409: ErrorBody }
 
+/** Webhooks (extension) on every submission: optional, ignored by the original contract. */
+const callbackFields = {
+  callback_url: Type.Optional(Type.String({ maxLength: 2048, description: 'http(s) URL POSTed the job\'s events (Standard Webhooks signature with the key\'s secret); default: the key\'s webhook URL. Private addresses are refused (110400021)' })),
+  callback_events: Type.Optional(Type.Array(Type.String({ enum: [...WEBHOOK_EVENTS] }), {
+    minItems: 1, maxItems: WEBHOOK_EVENTS.length, uniqueItems: true, description: 'Events to send; default job.completed, job.failed, job.canceled',
+  })),
+}
+
 export const PhotoBody = Type.Object({
   model_name: Type.String({ enum: PHOTO_MODEL_NAMES, description: 'Photo model (aliases sharpen_denoise, detail_denoise accepted)' }),
   img_url: Type.String({ description: 'http(s) URL of the image, or an access_url/url from the upload facility' }),
   extension: Type.String({ description: 'Output file extension with a leading dot: .bmp .jpeg .jpg .png .jfif .tga .tiff .webp .heif' }),
   exif: Type.Optional(Type.Boolean({ default: false })),
   DPI: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Output DPI metadata (enhance/denoise models only)' })),
+  ...callbackFields,
 }, { description: 'Unknown extra fields are ignored' })
 
 export const VideoBody = Type.Object({
@@ -29,6 +39,7 @@ export const VideoBody = Type.Object({
   resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output' }),
   extension: Type.Optional(Type.String({ default: '.mp4', description: '.mp4 .mov .mkv .m4v .avi .gif' })),
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),
+  ...callbackFields,
 })
 
 export const JobCreated = Envelope(Type.Object({ job_id: Type.String(), consume_coins: Type.Integer() }))
@@ -59,3 +70,28 @@ export const Presigned = Type.Object({
   expire_at: Type.String({ description: 'ISO 8601 time the upload_url expires' }),
 })
 export const Stored = Type.Object({ url: Type.String(), object_key: Type.String(), size: Type.Integer() })
+
+// --- webhooks (extension): GET /api/webhooks/deliveries, POST /api/webhooks/deliveries/{id}/replay ---
+const isoOrNull = (description: string) => Type.Union([Type.String(), Type.Null()], { description })
+export const WebhookDelivery = Type.Object({
+  id: Type.String({ description: 'The webhook-id header: the same on every attempt and replay' }),
+  event: Type.String({ enum: [...WEBHOOK_EVENTS] }),
+  job_id: Type.String(),
+  url: Type.String(),
+  status: Type.String({ enum: ['pending', 'delivered', 'failed'], description: 'failed: the receiver answered 410, or retries ran out' }),
+  attempts: Type.Integer({ minimum: 0 }),
+  last_status: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status of the last answer (null: none, e.g. a timeout)' }),
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  last_attempt_at: isoOrNull('ISO 8601 time of the last attempt'),
+  next_attempt_at: isoOrNull('ISO 8601 time of the next attempt (pending only)'),
+  created_at: Type.String(),
+  delivered_at: isoOrNull('ISO 8601 time of the 2xx answer'),
+})
+export const DeliveriesQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  job_id: Type.Optional(Type.String({ maxLength: 64 })),
+  status: Type.Optional(Type.String({ enum: ['pending', 'delivered', 'failed'] })),
+})
+export const DeliveryList = Envelope(Type.Object({ deliveries: Type.Array(WebhookDelivery) }))
+export const DeliveryParams = Type.Object({ id: Type.String({ maxLength: 128 }) })
+export const DeliveryOne = Envelope(WebhookDelivery)

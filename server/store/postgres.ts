@@ -10,6 +10,7 @@
  */
 import pg from 'pg'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type Store, type Throughput } from './types.js'
+import { PgWebhooks, WEBHOOK_MIGRATION_PG } from './webhooks-postgres.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
 const MIGRATIONS: string[] = [
@@ -82,6 +83,8 @@ const MIGRATIONS: string[] = [
   );
   ALTER TABLE jobs ADD COLUMN eta_at BIGINT;
   `,
+  // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-postgres.ts) ---
+  WEBHOOK_MIGRATION_PG,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -122,12 +125,14 @@ export interface PgStoreOptions {
 
 export class PgStore implements Store {
   readonly pool: pg.Pool
+  readonly webhooks: PgWebhooks
   private closed = false
 
   private constructor(url: string, o: PgStoreOptions) {
     this.pool = new pg.Pool({ connectionString: url, max: o.max ?? 10, types: typeParser as pg.CustomTypesConfig, ...o.pool })
     // An idle client losing its connection must not crash the process; the pool replaces it.
     this.pool.on('error', () => {})
+    this.webhooks = new PgWebhooks(this.pool)
   }
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */

@@ -3,6 +3,7 @@ import Database from 'better-sqlite3'
 import fs from 'node:fs'
 import path from 'node:path'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type Store, type Throughput } from './types.js'
+import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS keys (
@@ -98,6 +99,7 @@ const toJob = (r: JobRow): Job => ({
 
 export class SqliteStore implements Store {
   readonly db: Database.Database
+  readonly webhooks: SqliteWebhooks
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
   private txRefund: Database.Transaction<(jobId: string) => boolean>
@@ -117,6 +119,9 @@ export class SqliteStore implements Store {
       this.db.exec(SCHEMA_JOB_API)
       addEtaColumn(this.db)
     }).immediate()
+    // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-sqlite.ts) ---
+    this.db.exec(WEBHOOK_SCHEMA_SQLITE)
+    this.webhooks = new SqliteWebhooks(this.db)
     const db = this.db
     this.s = {
       keyByHash: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?'),

@@ -1,5 +1,6 @@
 /** Persistence interface (keys, jobs, ledger): SQLite (sqlite.ts) or PostgreSQL (postgres.ts). Job state is
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
+import type { WebhookStore } from './webhooks.js'
 
 export interface ApiKey {
   id: string
@@ -127,5 +128,7 @@ export interface Store {
   throughput(model: string, backend: string): Promise<Throughput | null>
   /** Folds one measurement into the moving average (weight `alpha` for the new one; the first one is taken). */
   recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number): Promise<void>
+  /** Webhook secrets, subscriptions and the delivery outbox (./webhooks.ts). */
+  readonly webhooks: WebhookStore
   close(): Promise<void>
 }
