@@ -13,6 +13,8 @@ import { BoundedCache } from '../cache.js'
 export interface TaskStatusData {
   job_id: string; status: string; progress: number; original_url: string; consume_coins: number
   res_url?: string; error_code?: number; message?: string
+  /** Extension: the PUT to the job's output_put_url (server/jobs/output-put.ts). */
+  output_put?: { status: 'pending' | 'delivered' | 'failed'; http_status: number | null; attempts: number; error: string | null }
 }
 
 interface Kept { keyId: string; data: TaskStatusData; until: number }

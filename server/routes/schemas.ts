@@ -19,6 +19,11 @@ export const PhotoBody = Type.Object({
   extension: Type.String({ description: 'Output file extension with a leading dot: .bmp .jpeg .jpg .png .jfif .tga .tiff .webp .heif' }),
   exif: Type.Optional(Type.Boolean({ default: false })),
   DPI: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Output DPI metadata (enhance/denoise models only)' })),
+  // API extensions (absent: the answer is the commercial one, byte for byte)
+  target_width: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Extension: output width in px (alone: the aspect ratio is kept). The model family runs at the next scale it has, then the result is resampled (Lanczos3)' })),
+  target_height: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Extension: output height in px (alone: the aspect ratio is kept)' })),
+  scale: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 16, description: 'Extension: output side = input side x scale (e.g. 1.5, 3); not with target_width/target_height' })),
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
 }, { description: 'Unknown extra fields are ignored' })
 
 export const VideoBody = Type.Object({
@@ -29,7 +34,21 @@ export const VideoBody = Type.Object({
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),
 })
 
-export const JobCreated = Envelope(Type.Object({ job_id: Type.String(), consume_coins: Type.Integer() }))
+export const JobCreated = Envelope(Type.Object({
+  job_id: Type.String(), consume_coins: Type.Integer(),
+  // Extension, only when the submission asked for an output size:
+  model_name: Type.Optional(Type.String({ description: 'Extension: the family member that runs (e.g. general_4x for scale 3)' })),
+  output_width: Type.Optional(Type.Integer()),
+  output_height: Type.Optional(Type.Integer()),
+}))
+
+/** Extension: the outcome of the PUT to a submission's output_put_url. */
+export const OutputPut = Type.Object({
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  http_status: Type.Union([Type.Integer(), Type.Null()], { description: 'the last answer, null when none came' }),
+  attempts: Type.Integer({ minimum: 0 }),
+  error: Type.Union([Type.String(), Type.Null()], { description: 'why it failed (the result stays at res_url)' }),
+}, { description: 'Extension: delivery of the result to output_put_url' })
 
 export const TaskStatusBody = Type.Object({ job_id: Type.String() })
 export const TaskStatus = Envelope(Type.Object({
@@ -41,6 +60,7 @@ export const TaskStatus = Envelope(Type.Object({
   consume_coins: Type.Integer(),
   error_code: Type.Optional(Type.Integer()),
   message: Type.Optional(Type.String()),
+  output_put: Type.Optional(OutputPut),
 }))
 
 export const PresignItem = Type.Object({
