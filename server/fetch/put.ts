@@ -4,6 +4,7 @@
 // not followed (a pre-signed URL names its object; a redirect of a PUT would have to resend the body).
 
 import dns from 'node:dns/promises'
+import fs from 'node:fs'
 import net from 'node:net'
 import { Agent, request } from 'undici'
 import { FetchError, isBlockedAddress, makeLookup, mapError, normalizeHost, parseTarget } from './index.js'
@@ -39,9 +40,12 @@ export async function checkPublicUrl(raw: string, allowList: string[]): Promise<
   return url
 }
 
+/** What is PUT: bytes in memory, or a local file (streamed; a video result). */
+export type PutBody = Buffer | { file: string; size: number }
+
 /** One PUT of `body` to `url`. Resolves with the answer's status (any status) and the start of its body;
  *  throws FetchError when no answer came (blocked address, network, timeout). */
-export async function safePut(url: string, body: Buffer, headers: Record<string, string>, policy: PutPolicy): Promise<{ status: number; text: string }> {
+export async function safePut(url: string, body: PutBody, headers: Record<string, string>, policy: PutPolicy): Promise<{ status: number; text: string }> {
   const allow = new Set(policy.allow.map(normalizeHost))
   const target = parseTarget(url, undefined, allow)
   const agent = new Agent({
@@ -54,9 +58,10 @@ export async function safePut(url: string, body: Buffer, headers: Record<string,
   const signal = AbortSignal.timeout(policy.totalTimeoutMs)
   try {
     // The URL as given (its query is the signature): not re-serialised beyond what WHATWG URL parsing does.
+    const [data, length] = Buffer.isBuffer(body) ? [body, body.length] : [fs.createReadStream(body.file), body.size]
     const res = await request(target.href.replace(/#.*$/, ''), {
-      method: 'PUT', dispatcher: agent, signal, body,
-      headers: { 'user-agent': 'lucent-put/0.1', 'content-length': String(body.length), ...headers },
+      method: 'PUT', dispatcher: agent, signal, body: data,
+      headers: { 'user-agent': 'lucent-put/0.1', 'content-length': String(length), ...headers },
     })
     let text = ''
     for await (const chunk of res.body) {

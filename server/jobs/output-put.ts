@@ -10,7 +10,7 @@
  * State per job in the store (`output_puts`), shown by task-status as `output_put`.
  */
 import { FetchError } from '../fetch/index.js'
-import { checkPublicUrl, safePut } from '../fetch/put.js'
+import { checkPublicUrl, safePut, type PutBody } from '../fetch/put.js'
 import { ApiError } from '../errors.js'
 import type { Config } from '../config.js'
 import type { OutputPutState, Store } from '../store/types.js'
@@ -55,7 +55,8 @@ export interface OutputPutDeps {
   config: Pick<Config, 'fetchAllow' | 'outputPut'>
 }
 
-export type OutputPutter = (jobId: string, url: string, data: Buffer, contentType: string, signal?: AbortSignal) => Promise<OutputPutState>
+/** `data`: the result's bytes (photo) or its local file (video, streamed on each try). */
+export type OutputPutter = (jobId: string, url: string, data: PutBody, contentType: string, signal?: AbortSignal) => Promise<OutputPutState>
 
 /** PUTs `data` to `url` with the retry rule above, recording each step; resolves with the final state. */
 export function outputPutter(d: OutputPutDeps): OutputPutter {

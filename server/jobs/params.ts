@@ -35,6 +35,8 @@ export const VideoParams = Type.Object({
     format: Type.String(), width: Type.Integer(), height: Type.Integer(), rotation: Type.Integer(), fps: Type.Number(),
     duration: Type.Number(), frames: Type.Integer(), codec: Type.String(),
   }),
+  /** Extension (server/jobs/output-put.ts): a pre-signed PUT URL the result is also written to. */
+  output_put_url: Type.Optional(Type.String()),
 })
 export type VideoParams = Static<typeof VideoParams>
 

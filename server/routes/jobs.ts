@@ -116,6 +116,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
     const [w, h] = b.resolution
     if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
@@ -144,6 +145,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           params: {
             ext, resolution: [w, h],
             input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
+            ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
           },
         }, commit)
       } finally {

@@ -32,6 +32,7 @@ export const VideoBody = Type.Object({
   resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output' }),
   extension: Type.Optional(Type.String({ default: '.mp4', description: '.mp4 .mov .mkv .m4v .avi .gif' })),
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
 })
 
 export const JobCreated = Envelope(Type.Object({

@@ -7,10 +7,13 @@
 import t from 'tap'
 import crypto from 'node:crypto'
 import http from 'node:http'
+import fs from 'node:fs'
+import path from 'node:path'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3'
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner'
 import type { FastifyInstance } from 'fastify'
-import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, freePort } from '../helper.js'
+import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, freePort, tempDir } from '../helper.js'
 import { outputPutter, providerHeaders } from '../../server/jobs/output-put.js'
 import { S3Storage } from '../../server/storage/s3.js'
 import { requireServices } from '../scaleout/services.js'
@@ -175,4 +178,27 @@ t.test('a job whose PUT is rejected completes; the result stays at res_url and t
   t.match(sniff(res.rawPayload), { format: 'png', width: 48, height: 32 })
   t.ok(rejecting.seen[0]!.body.equals(res.rawPayload), 'what was offered is the result')
   t.equal(await balance(app, id), 90, 'charged: the job itself succeeded')
+})
+
+const hasFfmpeg = spawnSync('ffprobe', ['-version']).status === 0 && spawnSync('ffmpeg', ['-version']).status === 0
+
+t.test('a video job: its result streamed to output_put_url', { skip: (!addonBuilt && 'native addon not built') || (!hasFfmpeg && 'ffmpeg/ffprobe not installed') }, async (t) => {
+  const app = await build(t, { LUCENT_OUTPUT_PUT_BACKOFF_MS: '20' })
+  const srv = await inputServer(t)
+  const ok = await receiver(t, [502, 200])
+  const { key } = await createKey(app, { coins: 100 })
+  const file = path.join(await tempDir(t), 'in.mp4')
+  execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=duration=1.2:size=32x24:rate=10', '-pix_fmt', 'yuv420p', file])
+  const r = await post(app, '/api/video-enhancer', key, { video_url: srv.put('in.mp4', fs.readFileSync(file)), model_name: 'general_restore_1x', resolution: [32, 24], output_put_url: ok.url })
+  t.equal(r.statusCode, 200, JSON.stringify(r.json()))
+  const done = await waitFor(async () => {
+    const d = (await post(app, '/api/task-status', key, { job_id: r.json().data.job_id })).json().data
+    return d.status !== 'CONVERTING' && d
+  }, 300_000)
+  t.match(done, { status: 'COMPLETED', output_put: { status: 'delivered', http_status: 200, attempts: 2, error: null } })
+  const u = new URL(done.res_url)
+  const res = (await app.inject({ method: 'GET', url: u.pathname + u.search })).rawPayload
+  t.equal(ok.seen.length, 2, 'a 502, then the retry')
+  t.match(ok.seen[1]!.headers, { 'content-type': 'video/mp4', 'content-length': String(res.length) })
+  t.ok(ok.seen[1]!.body.equals(res), 'the bucket got the result')
 })

@@ -40,6 +40,8 @@ export interface VideoRequest {
   /** Output container with a leading dot (default .mp4). */
   extension?: string
   original_resolution?: number[]
+  /** Extension: a pre-signed PUT URL of your bucket; the result is also PUT there. */
+  output_put_url?: string
 }
 
 /** The data of a submission's answer. */
