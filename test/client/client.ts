@@ -53,6 +53,8 @@ t.test('the client against a spawned server', async (t) => {
   const err = await lucent.submitPhoto({ model_name: 'nope_9x', img_url: 'http://127.0.0.1:9/x.png', extension: '.png' }).catch((e) => e)
   t.ok(err instanceof lib.LucentError)
   t.match(err, { errorCode: 110400005, status: 400, message: 'The model is not supported' }, 'an unknown model')
+  await t.rejects(lucent.submitVideo({ video_url: 'http://127.0.0.1:9/v.mp4', model_name: 'general_restore_2x', resolution: [1, 2, 3] }),
+    { name: 'LucentError', errorCode: 100403000, status: 403 }, 'an ill-typed video request')
   const bad = await new lib.LucentClient({ baseUrl: base, apiKey: 'not-a-key' }).account().catch((e) => e)
   t.match(bad, { name: 'LucentError', errorCode: 110400000, status: 400 })
   const none = await new lib.LucentClient({ baseUrl: `http://127.0.0.1:${await freePort()}`, apiKey: key }).account().catch((e) => e)
@@ -98,6 +100,13 @@ t.test('the client against a spawned server', async (t) => {
   t.equal(e.job.status, 'ERROR')
   t.equal(e.errorCode, e.job.error_code)
   t.ok(e.errorCode > 0)
+
+  // wait() gives up after timeoutMs, and stops on its AbortSignal (the job itself goes on)
+  const slow = await lucent.submitPhoto({ model_name: 'generative_4x', img_url: up.url, extension: '.png' })
+  await t.rejects(lucent.wait(slow.job_id, { timeoutMs: 150, intervalMs: 50 }), { name: 'LucentError', message: /still CONVERTING after 150 ms/ })
+  const ac = new AbortController()
+  setTimeout(() => ac.abort(new Error('enough')), 100)
+  await t.rejects(lucent.wait(slow.job_id, { intervalMs: 30, signal: ac.signal }), { message: 'enough' })
 })
 
 t.test('webhook signatures (Standard Webhooks)', async (t) => {
