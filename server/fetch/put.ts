@@ -43,9 +43,9 @@ export async function checkPublicUrl(raw: string, allowList: string[]): Promise<
 /** What is PUT: bytes in memory, or a local file (streamed; a video result). */
 export type PutBody = Buffer | { file: string; size: number }
 
-/** One PUT of `body` to `url`. Resolves with the answer's status (any status) and the start of its body;
+/** One PUT of `body` to `url` (`abort`: the job stopped). Resolves with the answer's status (any status) and the start of its body;
  *  throws FetchError when no answer came (blocked address, network, timeout). */
-export async function safePut(url: string, body: PutBody, headers: Record<string, string>, policy: PutPolicy): Promise<{ status: number; text: string }> {
+export async function safePut(url: string, body: PutBody, headers: Record<string, string>, policy: PutPolicy, abort?: AbortSignal): Promise<{ status: number; text: string }> {
   const allow = new Set(policy.allow.map(normalizeHost))
   const target = parseTarget(url, undefined, allow)
   const agent = new Agent({
@@ -55,7 +55,8 @@ export async function safePut(url: string, body: PutBody, headers: Record<string
     connections: 1,
     pipelining: 0,
   })
-  const signal = AbortSignal.timeout(policy.totalTimeoutMs)
+  const timeout = AbortSignal.timeout(policy.totalTimeoutMs)
+  const signal = abort ? AbortSignal.any([timeout, abort]) : timeout
   try {
     // The URL as given (its query is the signature): not re-serialised beyond what WHATWG URL parsing does.
     const [data, length] = Buffer.isBuffer(body) ? [body, body.length] : [fs.createReadStream(body.file), body.size]
@@ -69,7 +70,8 @@ export async function safePut(url: string, body: PutBody, headers: Record<string
     }
     return { status: res.statusCode, text: text.slice(0, 500) }
   } catch (e) {
-    if (signal.aborted) throw new FetchError('timeout', `no answer within ${policy.totalTimeoutMs} ms`, { cause: e })
+    if (abort?.aborted) throw new FetchError('network', 'aborted (the job stopped)', { cause: e })
+    if (timeout.aborted) throw new FetchError('timeout', `no answer within ${policy.totalTimeoutMs} ms`, { cause: e })
     throw mapError(e)
   } finally {
     await agent.destroy().catch(() => {})

@@ -69,7 +69,7 @@ export function outputPutter(d: OutputPutDeps): OutputPutter {
     for (let attempt = 1; attempt <= max; attempt++) {
       let again = false
       try {
-        const r = await safePut(url, data, headers, policy)
+        const r = await safePut(url, data, headers, policy, signal)
         if (r.status >= 200 && r.status <= 299) {
           state = { status: 'delivered', httpStatus: r.status, attempts: attempt, error: null }
         } else {

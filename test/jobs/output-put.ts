@@ -22,7 +22,7 @@ import { sniff } from '../../server/media/sniff.js'
 interface T { teardown(fn: () => unknown): void }
 interface Seen { method: string; url: string; headers: http.IncomingHttpHeaders; body: Buffer }
 
-/** A local receiver answering each request with the next status of `statuses` (the last one repeats). */
+/** A local receiver answering each request with the next status of `statuses` (the last one repeats; 0: no answer). */
 async function receiver(t: T, statuses: number[]) {
   const seen: Seen[] = []
   const server = http.createServer((req, res) => {
@@ -31,6 +31,7 @@ async function receiver(t: T, statuses: number[]) {
     req.on('end', () => {
       seen.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks) })
       const status = statuses[Math.min(seen.length - 1, statuses.length - 1)]!
+      if (status === 0) return // never answers
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status >= 400 ? `nope ${status}` : '')
     })
   })
@@ -91,6 +92,15 @@ t.test('the PUT: delivered, retried on 5xx and on no answer, final on 4xx, refus
   const j6 = await jobRow(app, keyId)
   t.match(await strict(j6, ok.url, data, 'image/png'), { status: 'failed', attempts: 1, error: /^blocked_address: / })
   t.equal(ok.seen.length, 1, 'nothing sent')
+
+  // The job stops (cancel, timeout, shutdown) while a PUT waits for its answer: it ends at once.
+  const silent = await receiver(t, [0])
+  const j7 = await jobRow(app, keyId)
+  const ac = new AbortController()
+  setTimeout(() => ac.abort(), 200)
+  const t0 = Date.now()
+  t.match(await put(j7, silent.url, data, 'image/png', ac.signal), { status: 'failed', httpStatus: null, attempts: 1, error: /aborted/ })
+  t.ok(Date.now() - t0 < 2000, `stopped after ${Date.now() - t0} ms (a try may last ${settings.timeoutMs} ms)`)
 
   t.same(providerHeaders('https://acct.blob.core.windows.net/c/o.png?sv=2024-01-01&sig=abc'), { 'x-ms-blob-type': 'BlockBlob' })
   t.same(providerHeaders('https://storage.googleapis.com/b/o.png?X-Goog-Signature=1'), {})
