@@ -12,7 +12,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type {
-  Account, Canceled, Envelope, ErrorBody, JobCreated, Models, PhotoRequest, Presigned, Stored, TaskStatus, VideoRequest,
+  Account, Envelope, ErrorBody, JobCreated, Models, PhotoRequest, Presigned, Stored, TaskStatus, VideoRequest,
 } from './types.js'
 
 export * from './types.js'
@@ -162,8 +162,9 @@ export class LucentClient {
     }
   }
 
-  /** POST /api/task-cancel (an extension): a waiting job never runs, a running one stops; refunded once. */
-  cancel(jobId: string, signal?: AbortSignal): Promise<Canceled> {
+  /** POST /api/task-cancel (an extension): a waiting job never runs, a running one stops; refunded once. Answers
+   *  the job's status (ERROR, reason `canceled`); a finished job is refused (LucentError, HTTP 409). */
+  cancel(jobId: string, signal?: AbortSignal): Promise<TaskStatus> {
     return this.call('POST', '/api/task-cancel', { job_id: jobId }, {}, signal)
   }
 

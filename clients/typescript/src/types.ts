@@ -149,6 +149,3 @@ export interface Presigned {
 
 /** The data of POST /api/oss/upload and /api/oss/transfer. */
 export interface Stored { url: string; object_key: string; size: number }
-
-/** The data of POST /api/task-cancel (an extension): at least the job and where it ended. */
-export interface Canceled { job_id: string; status: string; [field: string]: unknown }
