@@ -118,6 +118,8 @@ export interface ModelInfo {
   kind: 'photo' | 'video'
   family: string
   scale: number
+  /** The scales of the model's family, ascending (output sizes: the next one at or above is run, then resampled). */
+  family_scales: number[]
   category: string
   aliases: string[]
   description: string
