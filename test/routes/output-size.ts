@@ -4,7 +4,10 @@
  * real run through the engine (skipped until the addon is built).
  */
 import t from 'tap'
-import { build, createKey, balance, post, png, pngHeader, inputServer, addonBuilt, waitFor } from '../helper.js'
+import fs from 'node:fs'
+import path from 'node:path'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { build, createKey, balance, post, png, pngHeader, inputServer, addonBuilt, waitFor, tempDir } from '../helper.js'
 import { outputSize, variantFor, familyOf } from '../../server/jobs/output-size.js'
 import { exifOrientation } from '../../server/media/orientation.js'
 import { photoModel } from '../../server/catalog.js'
@@ -141,4 +144,27 @@ t.test('a real run: scale 1.5 and a target width', { skip: !addonBuilt && 'nativ
   }
   t.match(await run({ scale: 1.5 }), { format: 'png', width: 60, height: 45 })
   t.match(await run({ target_width: 130 }), { format: 'png', width: 130, height: 98 })
+})
+
+t.test('a JPEG turned by its EXIF orientation: sizes and price of the upright picture', { skip: (!addonBuilt && 'native addon not built') || (spawnSync('ffmpeg', ['-version']).status !== 0 && 'ffmpeg not installed') }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key } = await createKey(app, { coins: 1000 })
+  // 48 x 32 as stored, orientation 6 (turn 90 degrees clockwise): 32 x 48 upright.
+  const file = path.join(await tempDir(t), 'stored.jpg')
+  execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=48x32', '-frames:v', '1', file])
+  const plain = fs.readFileSync(file)
+  const exif = jpegWithOrientation(6, false)
+  const turned = Buffer.concat([exif.subarray(0, exif.length - 4), plain.subarray(2)]) // SOI + APP0 + APP1, then the rest
+  t.equal(exifOrientation(turned), 6)
+  t.match(sniff(turned), { format: 'jpeg', width: 48, height: 32 })
+  const r = await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: srv.put('turned.jpg', turned), extension: '.png', target_width: 64 })
+  t.match(r.json().data, { model_name: 'general_2x', output_width: 64, output_height: 96 })
+  const done = await waitFor(async () => {
+    const d = (await post(app, '/api/task-status', key, { job_id: r.json().data.job_id })).json().data
+    return d.status !== 'CONVERTING' && d
+  }, 300_000)
+  t.equal(done.status, 'COMPLETED', JSON.stringify(done))
+  const u = new URL(done.res_url)
+  t.match(sniff((await app.inject({ method: 'GET', url: u.pathname + u.search })).rawPayload), { format: 'png', width: 64, height: 96 })
 })
