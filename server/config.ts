@@ -27,6 +27,9 @@
  * | LUCENT_FETCH_MAX_BYTES     | 268435456 (256 MiB)   | Max bytes fetched for a photo |
  * | LUCENT_FETCH_MAX_VIDEO_BYTES | 1073741824 (1 GiB)  | Max bytes fetched for a video / upload |
  * | LUCENT_FETCH_TIMEOUT_MS    | 30000                 | Total deadline for fetching a user URL |
+ * | LUCENT_OUTPUT_PUT_ATTEMPTS | 3                     | Tries of the PUT to a job's output_put_url (retried on no answer, 408, 429, 5xx) |
+ * | LUCENT_OUTPUT_PUT_BACKOFF_MS | 1000                | Wait before the second try of that PUT (doubling each time) |
+ * | LUCENT_OUTPUT_PUT_TIMEOUT_MS | 120000              | Deadline of one try of that PUT |
  * | LUCENT_UPLOAD_MAX_BYTES    | 1073741824 (1 GiB)    | Max size of one upload (PUT or multipart) |
  * | LUCENT_JOB_TIMEOUT_MS      | 1800000 (30 min)      | A job running longer is aborted (ERROR 100500007, refunded) |
  * | LUCENT_JOB_MAX_ATTEMPTS    | 3                     | A job restarted this many times (crashes) ends in ERROR, refunded |
@@ -119,6 +122,8 @@ export interface Config {
   fetchMaxBytes: number
   fetchMaxVideoBytes: number
   fetchTimeoutMs: number
+  /** The PUT of a result to a job's output_put_url (server/jobs/output-put.ts). */
+  outputPut: { attempts: number; backoffMs: number; timeoutMs: number }
   uploadMaxBytes: number
   jobTimeoutMs: number
   jobMaxAttempts: number
@@ -241,6 +246,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     fetchMaxBytes: int(env, 'LUCENT_FETCH_MAX_BYTES', 256 * 1024 * 1024, 1),
     fetchMaxVideoBytes: int(env, 'LUCENT_FETCH_MAX_VIDEO_BYTES', 1024 * 1024 * 1024, 1),
     fetchTimeoutMs: int(env, 'LUCENT_FETCH_TIMEOUT_MS', 30_000, 1),
+    outputPut: {
+      attempts: int(env, 'LUCENT_OUTPUT_PUT_ATTEMPTS', 3, 1),
+      backoffMs: int(env, 'LUCENT_OUTPUT_PUT_BACKOFF_MS', 1000, 0),
+      timeoutMs: int(env, 'LUCENT_OUTPUT_PUT_TIMEOUT_MS', 120_000, 1),
+    },
     uploadMaxBytes: int(env, 'LUCENT_UPLOAD_MAX_BYTES', 1024 * 1024 * 1024, 1),
     jobTimeoutMs: int(env, 'LUCENT_JOB_TIMEOUT_MS', 30 * 60_000, 1),
     jobMaxAttempts: int(env, 'LUCENT_JOB_MAX_ATTEMPTS', 3, 1),

@@ -88,6 +88,15 @@ export interface EnhanceOptions {
   dpi?: number
   /** JPEG / HEIF quality 1..100 (default 90). */
   quality?: number
+  /**
+   * Output width in pixels: the model runs at its own scale, then the result is resampled
+   * (Lanczos3; area averaging when downscaling 3x or more). Alone: the aspect ratio is kept.
+   * A whole number 1..65535 (else `invalid_argument`); over the model's output limit:
+   * `image_too_large`.
+   */
+  targetWidth?: number
+  /** Output height in pixels (see targetWidth). */
+  targetHeight?: number
 }
 
 export interface EnhanceResult {

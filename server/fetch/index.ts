@@ -76,7 +76,7 @@ class BlockedLookupError extends Error {
 
 type LookupCb = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
 
-function makeLookup(allow: Set<string>) {
+export function makeLookup(allow: Set<string>) {
   return (hostname: string, options: dns.LookupOptions | number | undefined, callback: LookupCb): void => {
     const opts: dns.LookupOptions = typeof options === 'number' ? { family: options } : { ...(options ?? {}) }
     const wantAll = opts.all === true
@@ -121,7 +121,7 @@ function findCause(e: unknown, pred: (x: any) => boolean): any {
   return undefined
 }
 
-function mapError(e: unknown): FetchError {
+export function mapError(e: unknown): FetchError {
   if (e instanceof FetchError) return e
   const fe = findCause(e, (x) => x instanceof FetchError)
   if (fe) return fe

@@ -20,6 +20,8 @@ export interface TaskStatusData {
   res_url?: string; error_code?: number; message?: string
   // extensions (README "API extensions")
   reason?: 'canceled'; eta_seconds?: number; queue_position?: number
+  /** Extension: the PUT to the job's output_put_url (server/jobs/output-put.ts). */
+  output_put?: { status: 'pending' | 'delivered' | 'failed'; http_status: number | null; attempts: number; error: string | null }
 }
 
 /** Kept links (original, result) stay valid as long as the objects are kept. */

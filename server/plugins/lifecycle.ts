@@ -8,6 +8,7 @@ import fp from 'fastify-plugin'
 import { RETENTION_MS } from '../context.js'
 import { makeRunner } from '../jobs/runner.js'
 import { IDEMPOTENCY_MS } from '../store/types.js'
+import { outputPutter } from '../jobs/output-put.js'
 
 export default fp(async (app) => {
   const l = app.lucent
@@ -20,7 +21,7 @@ export default fp(async (app) => {
     if (pool) {
       const shared = !!config.redisUrl
       const runner = makeRunner({
-        jobs: l.jobs, storage, pool, log: app.log, video: config.video,
+        jobs: l.jobs, storage, pool, log: app.log, video: config.video, outputPut: outputPutter({ store, config }),
         // BullMQ: a run that threw (storage/database hiccup) is retried with backoff until the last attempt
         retry: shared ? (_e, attempt) => attempt < config.jobMaxAttempts : undefined,
       })

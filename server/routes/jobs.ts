@@ -21,6 +21,9 @@ import { webhookFor } from '../webhooks/subscribe.js'
 import type { JobSpec } from '../jobs/params.js'
 import type { SubmitResult } from '../jobs/lifecycle.js'
 import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
+import { asksForSize, outputSize } from '../jobs/output-size.js'
+import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
+import { exifOrientation } from '../media/orientation.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -93,27 +96,43 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const format = ext ? photoFormat(ext) : undefined
     if (!ext || !format) throw new ApiError(110400007)
     const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
+    // Extension: the result also PUT to the caller's bucket (checked before anything is fetched).
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
     return withQueueSlot(l, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
       const sn = sniff(bytes)
       if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
-      const lim = model.limits
       const inPx = sn.width * sn.height
-      if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
-      const outPx = inPx * model.scale * model.scale
-      if (outPx > lim.maxOutMP * 1e6) throw new ApiError(110400010)
-      const coins = photoPrice(l.prices, model.priceClass, outPx)
+      let run = model
+      let output = { width: sn.width * model.scale, height: sn.height * model.scale }
+      let target: { width?: number; height?: number } | undefined
+      if (asksForSize(b)) {
+        // Extension: any output size (server/jobs/output-size.ts): the family member that runs, its limits.
+        const o = outputSize(b, model, sn.width, sn.height, sn.format === 'jpeg' ? exifOrientation(bytes) : undefined)
+        run = o.model
+        output = { width: o.width, height: o.height }
+        target = o.target
+      } else {
+        const lim = model.limits
+        if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
+        if (inPx * model.scale * model.scale > lim.maxOutMP * 1e6) throw new ApiError(110400010)
+      }
+      const coins = photoPrice(l.prices, run.priceClass, output.width * output.height)
       const id = newJobId()
       const originalKey = `o/${id}.${sn.format}`
       await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
-      return submit(l, {
-        id, keyId: req.apiKey!.id, kind: 'photo', model: model.name, coins, originalKey, idempotency,
+      const created = await submit(l, {
+        id, keyId: req.apiKey!.id, kind: 'photo', model: run.name, coins, originalKey, idempotency,
         params: {
-          format, ext, exif: b.exif ?? false, dpi: model.category === 'enhance' ? b.DPI ?? null : null,
+          format, ext, exif: b.exif ?? false, dpi: run.category === 'enhance' ? b.DPI ?? null : null,
           input: { format: sn.format, width: sn.width, height: sn.height },
-          output: { width: sn.width * model.scale, height: sn.height * model.scale },
+          output,
+          ...(target ? { target } : {}),
+          ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
         },
       }, commit, hook)
+      if (!target) return created
+      return { ...created, data: { ...created.data, model_name: run.name, output_width: output.width, output_height: output.height } }
     })
   })
 
@@ -133,6 +152,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
     const [w, h] = b.resolution
     if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
@@ -162,6 +182,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           params: {
             ext, resolution: [w, h],
             input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
+            ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
           },
         }, commit, hook)
       } finally {
@@ -179,10 +200,11 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       if (kept.keyId !== req.apiKey!.id) throw new ApiError(110400002)
       return ok(kept.etaAt === undefined ? kept.data : withEta(kept.data, kept.etaAt))
     }
-    const job = await l.store.jobStatus(req.body.job_id)
+    const [job, put] = await Promise.all([l.store.jobStatus(req.body.job_id), l.store.outputPut(req.body.job_id)])
     // Another key's job is reported as unknown: job ids are not shared across keys.
     if (!job || job.keyId !== req.apiKey!.id) throw new ApiError(110400002)
     const { data, etaAt } = await statusData(l, job)
+    if (put) data.output_put = outputPutAnswer(put) // extension: only for jobs that gave an output_put_url
     l.status.put(job.id, job.keyId, data, Date.now(), etaAt)
     return ok(data)
   })

@@ -31,6 +31,11 @@ export const PhotoBody = Type.Object({
   exif: Type.Optional(Type.Boolean({ default: false })),
   DPI: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Output DPI metadata (enhance/denoise models only)' })),
   ...callbackFields,
+  // API extensions (absent: the answer is the commercial one, byte for byte)
+  target_width: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Extension: output width in px (alone: the aspect ratio is kept). The model family runs at the next scale it has, then the result is resampled (Lanczos3)' })),
+  target_height: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Extension: output height in px (alone: the aspect ratio is kept)' })),
+  scale: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 16, description: 'Extension: output side = input side x scale (e.g. 1.5, 3); not with target_width/target_height' })),
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
 }, { description: 'Unknown extra fields are ignored' })
 
 export const VideoBody = Type.Object({
@@ -40,9 +45,24 @@ export const VideoBody = Type.Object({
   extension: Type.Optional(Type.String({ default: '.mp4', description: '.mp4 .mov .mkv .m4v .avi .gif' })),
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),
   ...callbackFields,
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
 })
 
-export const JobCreated = Envelope(Type.Object({ job_id: Type.String(), consume_coins: Type.Integer() }))
+export const JobCreated = Envelope(Type.Object({
+  job_id: Type.String(), consume_coins: Type.Integer(),
+  // Extension, only when the submission asked for an output size:
+  model_name: Type.Optional(Type.String({ description: 'Extension: the family member that runs (e.g. general_4x for scale 3)' })),
+  output_width: Type.Optional(Type.Integer()),
+  output_height: Type.Optional(Type.Integer()),
+}))
+
+/** Extension: the outcome of the PUT to a submission's output_put_url. */
+export const OutputPut = Type.Object({
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  http_status: Type.Union([Type.Integer(), Type.Null()], { description: 'the last answer, null when none came' }),
+  attempts: Type.Integer({ minimum: 0 }),
+  error: Type.Union([Type.String(), Type.Null()], { description: 'why it failed (the result stays at res_url)' }),
+}, { description: 'Extension: delivery of the result to output_put_url' })
 
 export const TaskStatusBody = Type.Object({ job_id: Type.String() })
 export const TaskStatus = Envelope(Type.Object({
@@ -55,9 +75,10 @@ export const TaskStatus = Envelope(Type.Object({
   error_code: Type.Optional(Type.Integer()),
   message: Type.Optional(Type.String()),
   // extensions (README "API extensions"): answers only add fields
-  reason: Type.Optional(Type.String({ enum: ['canceled'], description: 'ERROR because the job was canceled (POST /api/task-cancel; error_code 110400014)' })),
+  reason: Type.Optional(Type.Literal('canceled', { description: 'ERROR because the job was canceled (POST /api/task-cancel; error_code 110400014)' })),
   eta_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'Running job: seconds until it is expected to finish, from measured throughput per model and backend; absent when unknown' })),
   queue_position: Type.Optional(Type.Integer({ minimum: 1, description: 'Waiting job: 1 = next to start' })),
+  output_put: Type.Optional(OutputPut),
 }))
 
 export const PresignItem = Type.Object({

@@ -9,7 +9,7 @@
  * Migrations run on open (PgStore.open), serialised across processes with an advisory lock.
  */
 import pg from 'pg'
-import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type Store, type Throughput } from './types.js'
+import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG } from './webhooks-postgres.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
@@ -85,6 +85,17 @@ const MIGRATIONS: string[] = [
   `,
   // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-postgres.ts) ---
   WEBHOOK_MIGRATION_PG,
+  // Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts).
+  `
+  CREATE TABLE output_puts (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    status TEXT NOT NULL,
+    http_status INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    updated_at BIGINT NOT NULL
+  );
+  `,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -390,6 +401,25 @@ export class PgStore implements Store {
     await this.pool.query(`INSERT INTO throughput (model, backend, ms_per_unit, samples, updated_at) VALUES ($1, $2, $3, 1, $4)
       ON CONFLICT (model, backend) DO UPDATE SET ms_per_unit = throughput.ms_per_unit * (1 - $5::float8) + EXCLUDED.ms_per_unit * $5::float8,
       samples = throughput.samples + 1, updated_at = EXCLUDED.updated_at`, [model, backend, msPerUnit, Date.now(), alpha])
+  }
+
+  async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> {
+    const r = await this.pool.query<{ id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+      'SELECT * FROM ledger WHERE key_id = $1 ORDER BY id DESC LIMIT $2', [keyId, limit])
+    return r.rows.map((x) => ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at }))
+  }
+
+  async setOutputPut(jobId: string, o: OutputPutState): Promise<void> {
+    await this.pool.query(`INSERT INTO output_puts (job_id, status, http_status, attempts, error, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+      ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, http_status = EXCLUDED.http_status, attempts = EXCLUDED.attempts,
+      error = EXCLUDED.error, updated_at = EXCLUDED.updated_at`, [jobId, o.status, o.httpStatus, o.attempts, o.error, Date.now()])
+  }
+
+  async outputPut(jobId: string): Promise<OutputPutState | null> {
+    const r = await this.pool.query<{ status: OutputPutState['status']; http_status: number | null; attempts: number; error: string | null }>(
+      'SELECT status, http_status, attempts, error FROM output_puts WHERE job_id = $1', [jobId])
+    const x = r.rows[0]
+    return x ? { status: x.status, httpStatus: x.http_status, attempts: x.attempts, error: x.error } : null
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@
 import Database from 'better-sqlite3'
 import fs from 'node:fs'
 import path from 'node:path'
-import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type Store, type Throughput } from './types.js'
+import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
 
 const SCHEMA = `
@@ -49,6 +49,14 @@ CREATE TABLE IF NOT EXISTS ledger (
 );
 CREATE INDEX IF NOT EXISTS ledger_key ON ledger(key_id);
 CREATE UNIQUE INDEX IF NOT EXISTS ledger_one_refund ON ledger(job_id, kind) WHERE kind IN ('refund', 'trial_refund', 'debit', 'trial');
+CREATE TABLE IF NOT EXISTS output_puts (
+  job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+  status TEXT NOT NULL,
+  http_status INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  error TEXT,
+  updated_at INTEGER NOT NULL
+);
 `
 
 // --- job API: idempotency keys, measured throughput, expected finish (issue 12: cancel / idempotency / ETA) ---
@@ -137,6 +145,13 @@ export class SqliteStore implements Store {
       insLedger: db.prepare('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES (?, ?, ?, ?, ?, ?)'),
       ledger: db.prepare<[string], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
         'SELECT * FROM ledger WHERE key_id = ? ORDER BY id'),
+      recentLedger: db.prepare<[string, number], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+        'SELECT * FROM ledger WHERE key_id = ? ORDER BY id DESC LIMIT ?'),
+      setOutputPut: db.prepare(`INSERT INTO output_puts (job_id, status, http_status, attempts, error, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, http_status = excluded.http_status, attempts = excluded.attempts,
+        error = excluded.error, updated_at = excluded.updated_at`),
+      outputPut: db.prepare<[string], { status: OutputPutState['status']; http_status: number | null; attempts: number; error: string | null }>(
+        'SELECT status, http_status, attempts, error FROM output_puts WHERE job_id = ?'),
       insJob: db.prepare(`INSERT INTO jobs (id, key_id, kind, model, params, status, progress, coins, trial, original_key, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, 'CONVERTING', 0, ?, ?, ?, ?, ?)`),
       getJob: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE id = ?'),
@@ -282,5 +297,14 @@ export class SqliteStore implements Store {
   async recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number) {
     this.s.tpPut.run(model, backend, msPerUnit, Date.now(), alpha, alpha)
   }
+  async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> {
+    return this.s.recentLedger.all(keyId, limit).map((r) => ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at }))
+  }
+  async setOutputPut(jobId: string, o: OutputPutState) { this.s.setOutputPut.run(jobId, o.status, o.httpStatus, o.attempts, o.error, Date.now()) }
+  outputPutSync(jobId: string): OutputPutState | null {
+    const r = this.s.outputPut.get(jobId)
+    return r ? { status: r.status, httpStatus: r.http_status, attempts: r.attempts, error: r.error } : null
+  }
+  async outputPut(jobId: string) { return this.outputPutSync(jobId) }
   async close() { if (this.db.open) this.db.close() }
 }

@@ -57,6 +57,15 @@ export interface LedgerEntry {
   at: number
 }
 
+/** Extension: the PUT of a job's result to its output_put_url (server/jobs/output-put.ts). */
+export interface OutputPutState {
+  status: 'pending' | 'delivered' | 'failed'
+  /** The last HTTP answer, null when none came. */
+  httpStatus: number | null
+  attempts: number
+  error: string | null
+}
+
 export interface NewJob {
   id: string
   keyId: string
@@ -130,5 +139,10 @@ export interface Store {
   recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number): Promise<void>
   /** Webhook secrets, subscriptions and the delivery outbox (./webhooks.ts). */
   readonly webhooks: WebhookStore
+  /** The key's newest `limit` ledger rows, newest first. */
+  recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]>
+  /** Extension: record the state of a job's output PUT (insert or replace). */
+  setOutputPut(jobId: string, state: OutputPutState): Promise<void>
+  outputPut(jobId: string): Promise<OutputPutState | null>
   close(): Promise<void>
 }

@@ -119,6 +119,27 @@ for (const b of [sqlite, postgres]) {
       t.equal((await s.findKey(k.id))!.coins, 70, 'no refund for a completed job')
     })
 
+    t.test('extensions: recent ledger rows newest first; output PUT state per job', async (t) => {
+      const s = await openOne(t)
+      if (!s) return
+      const k = await newKey(s, 100)
+      const a = newJob(k.id, 10)
+      const b = newJob(k.id, 20)
+      t.ok((await s.debitAndCreateJob(a)).ok)
+      t.ok((await s.debitAndCreateJob(b)).ok)
+      await s.topup(k.id, 5)
+      t.same((await s.recentLedger(k.id, 10)).map((e) => [e.kind, e.delta, e.balanceAfter, e.jobId]),
+        [['topup', 5, 75, null], ['debit', -20, 70, b.id], ['debit', -10, 90, a.id], ['grant', 100, 100, null]])
+      t.same((await s.recentLedger(k.id, 2)).map((e) => e.kind), ['topup', 'debit'])
+      t.same(await s.recentLedger('k_nope', 5), [])
+      t.equal(await s.outputPut(a.id), null)
+      await s.setOutputPut(a.id, { status: 'pending', httpStatus: null, attempts: 0, error: null })
+      t.same(await s.outputPut(a.id), { status: 'pending', httpStatus: null, attempts: 0, error: null })
+      await s.setOutputPut(a.id, { status: 'failed', httpStatus: 503, attempts: 3, error: 'HTTP 503' })
+      t.same(await s.outputPut(a.id), { status: 'failed', httpStatus: 503, attempts: 3, error: 'HTTP 503' }, 'replaced')
+      t.equal(await s.outputPut(b.id), null, 'per job')
+    })
+
     t.test('refusals: insufficient, no key, trial, trial exhausted', async (t) => {
       const s = await openOne(t)
       if (!s) return

@@ -344,7 +344,7 @@ fn exif_orientation_is_applied() {
     assert_eq!(dm.orientation, Some(6), "test input carries orientation 6");
     let e = engine(None);
     for exif in [false, true] {
-        let o = EnhanceOptions { model: "general_2x".into(), format: "png".into(), exif, dpi: None, quality: None };
+        let o = EnhanceOptions { model: "general_2x".into(), format: "png".into(), exif, ..Default::default() };
         let out = e.enhance(&jpg, &o, &Cancel::new(), &|_| {}).unwrap();
         assert_eq!((out.width, out.height), (2 * h as u32, 2 * w as u32), "upright: width/height swapped");
         let img = lucent_codec::decode(&out.data, &Default::default()).unwrap();
