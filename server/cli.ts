@@ -2,7 +2,8 @@
  * The `lucent` command line (commander: `lucent --help`, `lucent <command> --help`, `--version`, errors for
  * unknown commands and options with exit status 2):
  *   serve      the service (roles: all, gateway, worker)
- *   keys       API keys: create (the key alone on the LAST line: scripts read it), list, revoke, topup
+ *   keys       API keys: create (the webhook secret, then the key alone on the LAST line: scripts read it), update
+ *              (webhook URL / new signing secret), list, revoke, topup
  *   models     model files: list, fetch, verify (server/models/cli.ts)
  *   enhance    the engine in this process on files, folders and globs (server/enhance/)
  *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
@@ -14,6 +15,8 @@ import { loadConfig, type Config } from './config.js'
 import { openStore } from './backends.js'
 import { hashKey, newApiKey } from './auth.js'
 import type { ApiKey as ApiKeyRow, Store } from './store/types.js'
+import { newWebhookSecret } from './webhooks/signing.js'
+import { checkCallbackUrl } from './webhooks/target.js'
 
 function die(msg: string): never {
   process.stderr.write(`lucent: ${msg}\n`)
@@ -122,6 +125,15 @@ async function servePrimary(config: Config) {
   process.on('SIGINT', () => stop(0))
 }
 
+/** A --webhook value: undefined when not given, null when empty (clears), else the checked callback URL. */
+async function webhookUrl(raw: string | undefined, config: Config): Promise<string | null | undefined> {
+  if (raw === undefined) return undefined
+  if (raw.trim() === '') return null
+  const c = await checkCallbackUrl(raw.trim(), config.fetchAllow)
+  if (!c.ok) die(`--webhook: ${c.detail}`)
+  return c.url
+}
+
 /** Runs `fn` with the key store (LUCENT_DATABASE_URL, else DATA_DIR/lucent.db), closed afterwards. */
 async function withStore(fn: (store: Store, resolve: (ref: string) => Promise<ApiKeyRow>) => Promise<void>) {
   const config = loadConfig()
@@ -143,7 +155,7 @@ async function withStore(fn: (store: Store, resolve: (ref: string) => Promise<Ap
   }
 }
 
-async function keysCreate(o: { coins?: string; trial?: string; expires?: string; rate?: string }) {
+async function keysCreate(o: { coins?: string; trial?: string; expires?: string; rate?: string; webhook?: string }) {
   const coins = intArg(o.coins, 'coins')
   const trial = intArg(o.trial, 'trial', 0)
   let expiresAt: number | null = null
@@ -156,11 +168,15 @@ async function keysCreate(o: { coins?: string; trial?: string; expires?: string;
     rate = Number(o.rate)
     if (!Number.isFinite(rate) || rate <= 0) die('--rate must be a positive number (requests per second)')
   }
+  const url = await webhookUrl(o.webhook, loadConfig())
   await withStore(async (store) => {
     const k = newApiKey()
+    const secret = newWebhookSecret()
     await store.createKey({ id: k.id, hash: k.hash, coins, trial, expiresAt, rate })
-    process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'}\n`)
-    process.stdout.write('the key is shown only this once:\n')
+    await store.webhooks.setKeyWebhook(k.id, { url: url ?? null, secret })
+    process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'} webhook=${url ?? 'none'}\n`)
+    process.stdout.write('the webhook signing secret, then the key (last line), are shown only this once:\n')
+    process.stdout.write(`${secret}\n`)
     process.stdout.write(`${k.key}\n`)
   })
 }
@@ -173,6 +189,18 @@ const keysList = () => withStore(async (store) => {
       k.rate ?? '-', k.revoked ? 'yes' : 'no', new Date(k.createdAt).toISOString()].join('\t') + '\n')
   }
 })
+
+async function keysUpdate(ref: string, o: { webhook?: string; webhookSecret?: boolean }) {
+  const url = await webhookUrl(o.webhook, loadConfig())
+  if (url === undefined && !o.webhookSecret) die('keys update: give --webhook URL (empty to clear) and/or --webhook-secret')
+  await withStore(async (store, resolve) => {
+    const k = await resolve(ref)
+    const secret = o.webhookSecret ? newWebhookSecret() : undefined
+    const after = await store.webhooks.setKeyWebhook(k.id, { url, secret })
+    process.stdout.write(`updated ${k.id}: webhook=${after.url ?? 'none'} secret=${after.secret ? 'set' : 'none'}\n`)
+    if (secret) process.stdout.write(`the new webhook signing secret (shown only this once; the old one no longer signs):\n${secret}\n`)
+  })
+}
 
 const keysRevoke = (ref: string) => withStore(async (store, resolve) => {
   const k = await resolve(ref)
@@ -236,8 +264,17 @@ keys.command('create')
   .option('--trial <N>', 'free trial jobs', '0')
   .option('--expires <ISO8601>', 'expiry date/time (default: never)')
   .option('--rate <R>', 'requests per second for this key (default: LUCENT_RATE_PER_SEC)')
-  .addHelpText('after', '\nExample:\n  KEY=$(lucent keys create --coins 1000 --expires 2027-01-01T00:00:00Z | tail -n 1)')
-  .action((o: { coins?: string; trial?: string; expires?: string; rate?: string }) => keysCreate(o))
+  .option('--webhook <URL>', 'default webhook URL of the key\'s jobs (a signing secret is made either way)')
+  .addHelpText('after', '\nPrints the webhook signing secret (whsec_...) on the line before the key.\n'
+    + '\nExample:\n  KEY=$(lucent keys create --coins 1000 --expires 2027-01-01T00:00:00Z | tail -n 1)')
+  .action((o: { coins?: string; trial?: string; expires?: string; rate?: string; webhook?: string }) => keysCreate(o))
+keys.command('update')
+  .description('set or clear the key\'s default webhook URL, or make a new signing secret (printed on the last line)')
+  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
+  .option('--webhook <URL>', 'default webhook URL (\'\' clears it)')
+  .option('--webhook-secret', 'a new webhook signing secret (the old one no longer signs)')
+  .addHelpText('after', '\nExample:\n  lucent keys update k_3f2a --webhook https://example.com/hooks --webhook-secret')
+  .action((ref: string, o: { webhook?: string; webhookSecret?: boolean }) => keysUpdate(ref, o))
 keys.command('list')
   .description('id, balance, trial left, expiry, rate, revoked, created (tab-separated)')
   .action(() => keysList())

@@ -28,6 +28,7 @@ import { transcode, keepsVfr, TranscodeError } from '../video/transcode.js'
 import { missingVideoTools, toolWorks } from '../video/tools.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
+import type { OutputPutter } from './output-put.js'
 
 export interface VideoRunnerDeps {
   storage: MediaStorage
@@ -35,6 +36,8 @@ export interface VideoRunnerDeps {
   pool: Pick<EnginePool, 'enhanceFrames'>
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   video: VideoSettings
+  /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
+  outputPut?: OutputPutter
 }
 
 /** Frames per engine call: about `batchMb` MiB of output frames, 1..8. */
@@ -114,6 +117,12 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     if (run.stopped) return settleAborted(run)
     const key = `r/${job.id}.${ext}`
     await d.storage.putStream(key, fs.createReadStream(outFile), contentTypeFor(ext), Number.MAX_SAFE_INTEGER)
+    // Extension: also into the caller's bucket, streamed from the local file; never fails the job.
+    if (job.params.output_put_url && d.outputPut) {
+      const put = await d.outputPut(job.id, job.params.output_put_url, { file: outFile, size: (await fsp.stat(outFile)).size }, contentTypeFor(ext), run.signal)
+      if (put.status !== 'delivered') d.log.warn({ job: job.id, output_put: put }, 'output_put_url: not delivered; the result stays at res_url')
+      if (run.stopped) return settleAborted(run)
+    }
     if (await run.complete(key)) {
       d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored }, 'video job completed')
     }

@@ -54,6 +54,7 @@ const ModelEntry = Type.Object({
   kind: Type.Union([Type.Literal('photo'), Type.Literal('video')]),
   family: Type.String({ description: "api.md's family name" }),
   scale: Type.Integer({ description: 'output side = input side x scale (video: the usual resolution is input x scale)' }),
+  family_scales: Type.Array(Type.Integer(), { description: "the scales of this model's family, ascending (photos: the output-size extension, target_width / target_height / scale, runs the next one at or above the size asked for, then resamples)" }),
   category: Type.String({ description: 'photo: enhance | generative_portrait | generative; video: standard | premium' }),
   aliases: Type.Array(Type.String()),
   description: Type.String(),
@@ -81,8 +82,10 @@ const family = (kind: 'photo' | 'video', name: string) => FAMILIES[kind][name.re
 
 /** The answer's data for the price tables in force and the catalog (models/catalog.json by default). */
 export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog()): ModelsAnswer {
+  const stem = (m: CatalogModel) => `${m.kind}:${m.name.replace(/_\d+x$/, '')}`
+  const scalesOf = (m: CatalogModel) => [...new Set(catalog.filter((o) => stem(o) === stem(m)).map((o) => o.scale))].sort((a, b) => a - b)
   const common = (m: CatalogModel) => ({
-    name: m.name, kind: m.kind, family: family(m.kind, m.name), scale: m.scale, category: m.price_class,
+    name: m.name, kind: m.kind, family: family(m.kind, m.name), scale: m.scale, family_scales: scalesOf(m), category: m.price_class,
     aliases: [...m.aliases], description: m.description, available: m.available,
   })
   const models = catalog.map((m) => {

@@ -11,7 +11,7 @@ const DEFAULT_PRICES = loadPrices()
 import { modelsData } from '../../server/routes/models.js'
 
 interface Entry {
-  name: string; kind: 'photo' | 'video'; family: string; scale: number; category: string; aliases: string[]
+  name: string; kind: 'photo' | 'video'; family: string; scale: number; family_scales: number[]; category: string; aliases: string[]
   description: string; available: boolean
   price: { unit: string; tiers: Array<{ below_mp?: number | null; coins?: number; name?: string; max_short_side?: number | null; coins_per_second?: number }>; fps_over_30_factor?: number; minimum_coins?: number }
   limits: { max_input_mp: number | null; max_output_mp: number; dpi?: boolean; min_seconds?: number; max_seconds?: number }
@@ -85,6 +85,10 @@ t.test('every catalog model with kind, scale, limits and the prices in force; no
       t.equal(e.price.unit, 'output_second')
     }
   }
+  t.same(models.find((m) => m.name === 'general_2x')!.family_scales, [2, 4], 'the family of general_2x')
+  t.same(models.find((m) => m.name === 'generative_1x' && m.kind === 'photo')!.family_scales, [1, 2, 4])
+  t.same(models.find((m) => m.name === 'generative_1x' && m.kind === 'video')!.family_scales, [1], 'per kind')
+  t.same(models.find((m) => m.name === 'sharpen_denoise_1x')!.family_scales, [1])
   t.same(models.find((m) => m.name === 'sharpen_denoise_1x')!.aliases, ['sharpen_denoise'])
   t.same(models.find((m) => m.name === 'detail_denoise_1x')!.aliases, ['detail_denoise'])
   t.equal(models.find((m) => m.name === 'face_2x')!.family, 'Face Clear')

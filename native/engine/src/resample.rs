@@ -182,6 +182,20 @@ fn row_premultiplied(src: &RasterRef<'_>, y: usize, out: &mut Vec<f32>) {
     }
 }
 
+/// One row's horizontal pass, `C` channels per pixel (a constant, so the taps loop stays in registers).
+fn horizontal<const C: usize>(line: &[f32], hx: &[(usize, Vec<f32>)], out: &mut [f32]) {
+    for ((x0, wx), o) in hx.iter().zip(out.chunks_exact_mut(C)) {
+        let taps = &line[x0 * C..(x0 + wx.len()) * C];
+        let mut acc = [0f32; C];
+        for (w, p) in wx.iter().zip(taps.chunks_exact(C)) {
+            for ch in 0..C {
+                acc[ch] += w * p[ch];
+            }
+        }
+        o.copy_from_slice(&acc);
+    }
+}
+
 /// `src` resized to `width` x `height` (same channels and bit depth). See the module doc.
 pub fn resize(src: RasterRef<'_>, width: usize, height: usize, cancel: &Cancel) -> Result<Raster> {
     if width == 0 || height == 0 || src.width == 0 || src.height == 0 {
@@ -221,12 +235,11 @@ pub fn resize(src: RasterRef<'_>, width: usize, height: usize, cancel: &Cancel) 
             let mut h = spare.pop().unwrap_or_default();
             h.clear();
             h.resize(width * c, 0.0);
-            for (x, (x0, wx)) in hx.iter().enumerate() {
-                let o = &mut h[x * c..(x + 1) * c];
-                for (k, w) in wx.iter().enumerate() {
-                    let p = &line[(x0 + k) * c..(x0 + k + 1) * c];
-                    o.iter_mut().zip(p).for_each(|(o, p)| *o += w * p);
-                }
+            match c {
+                1 => horizontal::<1>(&line, &hx, &mut h),
+                2 => horizontal::<2>(&line, &hx, &mut h),
+                3 => horizontal::<3>(&line, &hx, &mut h),
+                _ => horizontal::<4>(&line, &hx, &mut h),
             }
             window.push_back((next, h));
             next += 1;
