@@ -38,7 +38,7 @@ t.test('lucent enhance --help: every option, defaults, models, examples', async 
 })
 
 t.test('every command has help with an example', async (t) => {
-  for (const c of [['serve'], ['keys'], ['keys', 'create'], ['models'], ['models', 'fetch'], ['bench']]) {
+  for (const c of [['serve'], ['keys'], ['keys', 'create'], ['keys', 'update'], ['models'], ['models', 'fetch'], ['bench']]) {
     const h = lucent([...c, '--help'])
     t.equal(h.status, 0, c.join(' '))
     t.match(h.stdout, new RegExp(`Usage: lucent ${c.join(' ')}`), c.join(' '))
