@@ -31,6 +31,10 @@ export const VideoParams = Type.Object({
     format: Type.String(), width: Type.Integer(), height: Type.Integer(), rotation: Type.Integer(), fps: Type.Number(),
     duration: Type.Number(), frames: Type.Integer(), codec: Type.String(),
   }),
+  /** Frame interpolation (fps / slowmo, server/video/interp.ts InterpPlan); absent: the frames as decoded. */
+  interp: Type.Optional(Type.Object({
+    fps: Type.String(), slowmo: Type.Integer({ minimum: 1 }), order: Type.Union([Type.Literal('before'), Type.Literal('after')]),
+  })),
 })
 export type VideoParams = Static<typeof VideoParams>
 
