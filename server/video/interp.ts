@@ -43,11 +43,12 @@ export type InterpDecision =
 
 export const INTERP_MODEL = 'frame_interpolation'
 
-/** The cheaper order (`npm run bench:interp -- order`, README "Frame interpolation"): RIFE costs several SR
- *  runs per frame and grows with the pixels, so with an upscaling model it runs at the input size (before);
- *  a 1x model gives RIFE the same size either way, so it runs after (fewer frames through the network). */
+/** The cheaper order (`npm run bench:interp-order`, README "Frame interpolation"): one RIFE frame costs a
+ *  fraction of one SR frame at the same size (RIFE works mostly at 1/4 .. 1/32 scale), so SR first and RIFE
+ *  at the output size (after) wins unless the output has many times the pixels: 1x and 2x models run after,
+ *  4x (16x the pixels) before. After also gives RIFE the enhanced frames (SR never sees RIFE's artefacts). */
 export function interpOrder(scale: number): 'before' | 'after' {
-  return scale > 1 ? 'before' : 'after'
+  return scale >= 4 ? 'before' : 'after'
 }
 
 const rate = (s: string): number => {

@@ -58,7 +58,8 @@ t.test('frame interpolation through the API', { skip }, async (t) => {
 
   t.test('doubling 12 -> 24 fps: frames, timestamps, duration, audio', async (t) => {
     const { key, id } = await createKey(app, { coins: 10_000 })
-    const runs: Array<[string, [number, number] | undefined]> = [['frame_interpolation', undefined], ['general_restore_2x', [128, 96]], ['general_restore_1x', [64, 48]]]
+    // frame_interpolation alone; 4x: RIFE before SR; 2x: after (server/video/interp.ts interpOrder).
+    const runs: Array<[string, [number, number] | undefined]> = [['frame_interpolation', undefined], ['general_restore_4x', [256, 192]], ['general_restore_2x', [128, 96]]]
     let charged = 0
     for (const [model, resolution] of runs) {
       const r = await post(app, '/api/video-enhancer', key, { video_url: url, model_name: model, fps: 24, ...(resolution ? { resolution } : {}) })
@@ -75,6 +76,13 @@ t.test('frame interpolation through the API', { skip }, async (t) => {
       t.ok(steps.every((d) => Math.abs(d - 1 / 24) < 0.002), `${model}: constant 1/24 s apart`)
       t.ok(Math.abs(o.duration - src.duration) <= 1 / 24 + 0.002, `${model}: duration ${o.duration} vs ${src.duration}`)
       t.equal(audioHash(out), srcAudio, `${model}: audio packets identical`)
+      if (model === 'frame_interpolation') {
+        // The in-betweens are made, not copied: each odd frame differs from both neighbours.
+        const fr = frames(out, 64, 48)
+        const mad = (a: Buffer, b: Buffer) => { let s = 0; for (let i = 0; i < a.length; i++) s += Math.abs(a[i] - b[i]); return s / a.length }
+        const odd = Array.from({ length: 11 }, (_, j) => 2 * j + 1)
+        t.ok(odd.every((k) => mad(fr[k], fr[k - 1]) > 0.5 && mad(fr[k], fr[k + 1]) > 0.5), 'odd frames are new pictures')
+      }
     }
     t.equal(await balance(app, id), 10_000 - charged, 'charged once each')
     t.same(fs.readdirSync(tmp), [], 'no temporary files left')

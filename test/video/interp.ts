@@ -76,7 +76,8 @@ t.test('request rules', async (t) => {
     t.match(decideInterp({ fps }, src), { ok: true, plan: null }, `fps ${JSON.stringify(fps)} ignored`)
   }
   t.match(decideInterp({ fps: 30 }, ntsc), { ok: true, plan: null }, '30 for a 29.97 source is its rate')
-  t.match(decideInterp({ fps: 24 }, src), { ok: true, plan: { fps: '24', slowmo: 1, order: 'before' }, outFps: 24, outSeconds: 1, outFrames: 24 })
+  t.match(decideInterp({ fps: 24 }, src), { ok: true, plan: { fps: '24', slowmo: 1, order: 'after' }, outFps: 24, outSeconds: 1, outFrames: 24 })
+  t.match(decideInterp({ fps: 24 }, { ...src, model: 'general_restore_4x', scale: 4 }), { plan: { order: 'before' } })
   t.match(decideInterp({ fps: 24 }, { ...src, model: 'general_restore_1x', scale: 1 }), { plan: { order: 'after' } })
   t.match(decideInterp({ fps: 24 }, { ...src, model: 'frame_interpolation', scale: 1 }), { plan: { order: 'after' } })
   t.match(decideInterp({ slowmo: 4 }, ntsc), { ok: true, plan: { fps: '30000/1001', slowmo: 4 }, outSeconds: 4 })
@@ -101,6 +102,7 @@ t.test('request rules', async (t) => {
   t.equal(slowmoError(undefined), null)
   t.equal(slowmoError(null), null)
   t.equal(interpOrder(4), 'before')
+  t.equal(interpOrder(2), 'after')
   t.equal(interpOrder(1), 'after')
 })
 
@@ -156,7 +158,7 @@ t.test('submission: bad values are clear errors, nothing charged; old clients\' 
   // Accepted with interpolation: priced by the output (24 fps, the same 192p tier; slowmo 4: 4x the seconds).
   const fps24 = await post(app, '/api/video-enhancer', key, { ...base, fps: 24 })
   t.equal(fps24.json().data.consume_coins, Math.ceil(10 * dur))
-  t.match((await app.lucent.store.getJob(fps24.json().data.job_id))?.params, { interp: { fps: '24', slowmo: 1, order: 'before' } })
+  t.match((await app.lucent.store.getJob(fps24.json().data.job_id))?.params, { interp: { fps: '24', slowmo: 1, order: 'after' } })
   const fps48 = await post(app, '/api/video-enhancer', key, { ...base, fps: 48 })
   t.equal(fps48.json().data.consume_coins, Math.ceil(20 * dur), '48 fps: the 30-60 band')
   const slow = await post(app, '/api/video-enhancer', key, { ...base, slowmo: 4 })
