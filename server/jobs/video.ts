@@ -87,7 +87,7 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     if (plan) {
       const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
       const [n, d] = plan.fps.split('/').map(Number)
-      schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, d ? n / d : n, plan.slowmo)
+      schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, d ? n / d : n, plan.slowmo, ts?.lastDuration)
     } else if (keepsVfr(ext)) {
       const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
       if (ts?.vfr) {

@@ -128,8 +128,9 @@ export class FrameSchedule {
    *   decoded frames (continued at the median interval) or empty (constant rate from `srcFps`)
    * @param srcFps the source's average rate (for missing times and the last frame's length)
    * @param frames expected source frames
+   * @param lastDuration how long the last frame lasts (its packet's duration; 0: the median interval)
    */
-  constructor(times: number[], srcFps: number, frames: number, outFps: number, slowmo: number) {
+  constructor(times: number[], srcFps: number, frames: number, outFps: number, slowmo: number, lastDuration = 0) {
     const t0 = times.length ? times[0] : 0
     const rel = times.map((x) => x - t0)
     const d: number[] = []
@@ -139,7 +140,7 @@ export class FrameSchedule {
     this.ts = rel.length ? rel : [0]
     this.interval = interval
     const n = Math.max(frames, this.ts.length)
-    const end = this.time(n - 1) + interval
+    const end = this.time(n - 1) + (n === this.ts.length && lastDuration > 0 ? lastDuration : interval)
     this.step = 1 / (outFps * slowmo)
     this.total = Math.max(1, Math.round(end / this.step))
   }

@@ -101,6 +101,27 @@ t.test('frame interpolation through the API', { skip }, async (t) => {
     t.equal(o.audioStreams, 0, 'audio dropped (its timing no longer applies)')
   })
 
+  t.test('variable frame rate in, constant rate out over the real frame times; audio kept', async (t) => {
+    const { key } = await createKey(app, { coins: 10_000 })
+    const vfr = path.join(dir, 'vfr.mp4')
+    // 15 frames at 30 fps, then 5 at 10 fps: 1 s of video whose rate changes halfway.
+    ff('-f', 'lavfi', '-i', 'testsrc=size=64x48:rate=30:duration=0.67', '-f', 'lavfi', '-i', 'sine=frequency=440:duration=1',
+      '-vf', "setpts='if(lt(N,15),N/30,0.5+(N-15)/10)/TB'", '-fps_mode', 'vfr', '-frames:v', '20', '-c:v', 'libx264', '-c:a', 'aac', vfr)
+    const v = inspect(vfr)
+    t.equal(v.frames, 20)
+    const r = await post(app, '/api/video-enhancer', key, { video_url: srv.put('vfr.mp4', fs.readFileSync(vfr)), model_name: 'general_restore_2x', resolution: [128, 96], fps: 60 })
+    const st = await finish(app, key, r.json().data.job_id)
+    t.equal(st.status, 'COMPLETED', JSON.stringify(st))
+    const out = path.join(dir, 'vfr-out.mp4')
+    await download(app, st.res_url!, out)
+    const o = inspect(out)
+    const steps = o.pts.slice(1).map((p, i) => p - o.pts[i])
+    t.ok(steps.every((d) => Math.abs(d - 1 / 60) < 0.002), 'constant 1/60 s apart')
+    t.ok(Math.abs(o.duration - v.duration) <= 1 / 60 + 0.002, `duration ${o.duration} vs ${v.duration}`)
+    t.equal(o.frames, Math.round(v.duration * 60), `${o.frames} frames`)
+    t.equal(audioHash(out), audioHash(vfr), 'audio packets identical')
+  })
+
   t.test('a scene cut is not blended: the frames at the cut equal one side', async (t) => {
     const { key } = await createKey(app, { coins: 10_000 })
     const cut = path.join(dir, 'cut.mp4')

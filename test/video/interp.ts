@@ -45,6 +45,9 @@ t.test('schedule: variable frame rate and odd timestamps -> constant-rate output
   t.same(p.slice(0, 4), [0, 0.5, 1, 2], 'T=0.05 halfway 0..1; T=0.1 on frame 1; T=0.15 on frame 2')
   t.ok(Math.abs(p[4] - (2 + 0.05 / 0.25)) < 1e-9, 'T=0.2 is 1/5 of the way from 0.15 to 0.4')
   t.same(p.slice(-3), [3.5, 4, 4], 'T=0.45 halfway 0.4..0.5; held after the last frame')
+  // The last frame lasts as long as its packet says (else the median interval).
+  t.equal(new FrameSchedule([0, 0.1, 0.2], 10, 3, 20, 1).total, 6)
+  t.equal(new FrameSchedule([0, 0.1, 0.2], 10, 3, 20, 1, 0.3).total, 10)
   // A frame 0.3 ms off the grid snaps (a copy, not a network run).
   const j = all(new FrameSchedule([0, 0.0833, 0.1667, 0.25], 12, 4, 24, 1), 4)
   t.same(j.filter((x) => Number.isInteger(x)), [0, 1, 2, 3, 3])
