@@ -86,8 +86,8 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     let schedule: FrameSchedule | undefined
     if (plan) {
       const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
-      const [n, d] = plan.fps.split('/').map(Number)
-      schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, d ? n / d : n, plan.slowmo, ts?.lastDuration)
+      const [num, den] = plan.fps.split('/').map(Number)
+      schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, den ? num / den : num, plan.slowmo, ts?.lastDuration)
     } else if (keepsVfr(ext)) {
       const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
       if (ts?.vfr) {
