@@ -73,20 +73,24 @@ export class ApiError extends Error {
   readonly status: number
   readonly detail?: string
   readonly headers?: Record<string, string>
-  constructor(code: ErrorCode, opts: { detail?: string; status?: number; headers?: Record<string, string> } = {}) {
+  /** Shown to the client as the body's extra `detail` field (only errors of new request fields set it, so
+   *  the answers of old requests stay as they were). */
+  readonly hint?: string
+  constructor(code: ErrorCode, opts: { detail?: string; status?: number; headers?: Record<string, string>; hint?: string } = {}) {
     super(opts.detail ?? ERRORS[code].message)
     this.name = 'ApiError'
     this.errorCode = code
     this.status = opts.status ?? ERRORS[code].status
     this.detail = opts.detail
     this.headers = opts.headers
+    this.hint = opts.hint
   }
 }
 
 /** Error body with all four fields every known client reads. `message` is the spec text. */
-export function errorBody(code: ErrorCode) {
+export function errorBody(code: ErrorCode, hint?: string) {
   const message = ERRORS[code].message
-  return { error_code: code, message, code, msg: message }
+  return hint === undefined ? { error_code: code, message, code, msg: message } : { error_code: code, message, code, msg: message, detail: hint }
 }
 
 /** The addon's stable engine codes (native/core/src/error.rs, `EngineErrorCode` of @lucent/native) -> the API's

@@ -37,6 +37,10 @@ export const VideoParams = Type.Object({
   }),
   /** Extension (server/jobs/output-put.ts): a pre-signed PUT URL the result is also written to. */
   output_put_url: Type.Optional(Type.String()),
+  /** Frame interpolation (fps / slowmo, server/video/interp.ts InterpPlan); absent: the frames as decoded. */
+  interp: Type.Optional(Type.Object({
+    fps: Type.String(), slowmo: Type.Integer({ minimum: 1 }), order: Type.Union([Type.Literal('before'), Type.Literal('after')]),
+  })),
 })
 export type VideoParams = Static<typeof VideoParams>
 

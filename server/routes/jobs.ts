@@ -11,6 +11,7 @@ import { photoPrice, videoPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
 import { missingVideoTools } from '../video/tools.js'
+import { decideInterp, slowmoError, INTERP_MODEL } from '../video/interp.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
@@ -136,10 +137,20 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     })
   })
 
+  /** frame_interpolation without `resolution` keeps the input size: the request gets a placeholder the
+   *  schema accepts (every other request is validated exactly as before). */
+  const keepSize = new WeakSet<object>()
   app.post('/api/video-enhancer', {
     schema: {
       summary: 'Submit a video job', tags: ['jobs'], security: [{ apikey: [] }], body: VideoBody, headers: IdempotencyHeaders,
       response: { 200: JobCreated, ...conflictResponses },
+    },
+    preValidation: async (req) => {
+      const b = req.body as Record<string, unknown> | null
+      if (b && typeof b === 'object' && b.model_name === INTERP_MODEL && b.resolution === undefined) {
+        b.resolution = [1, 1]
+        keepSize.add(req)
+      }
     },
   }, async (req) => {
     const b = req.body
@@ -150,9 +161,11 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')
     if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
-    const [w, h] = b.resolution
+    let [w, h] = b.resolution
     if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
     if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
+    const badSlowmo = slowmoError(b.slowmo)
+    if (badSlowmo) throw new ApiError(100403000, { detail: badSlowmo, hint: badSlowmo })
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
@@ -172,7 +185,19 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         }
         if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) throw new ApiError(110400007)
         if (!(pr.duration >= model.limits.minSeconds && pr.duration <= model.limits.maxSeconds)) throw new ApiError(110400011)
-        const coins = videoPrice(l.prices, model.priceClass, w, h, pr.fps, pr.duration)
+        if (keepSize.has(req)) {
+          ;[w, h] = pr.rotation === 90 || pr.rotation === 270 ? [pr.height, pr.width] : [pr.width, pr.height]
+          if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
+        }
+        // fps / slowmo (server/video/interp.ts): null plan = the old path, old price.
+        const ip = decideInterp(b, {
+          model: model.name, scale: model.scale, fps: pr.fps, fpsRational: pr.fpsRational, duration: pr.duration, ext,
+          maxSeconds: model.limits.maxSeconds,
+        })
+        if (!ip.ok) throw new ApiError(ip.code, { detail: ip.detail, hint: ip.detail })
+        const coins = ip.plan
+          ? videoPrice(l.prices, model.priceClass, w, h, ip.outFps, ip.outSeconds, true)
+          : videoPrice(l.prices, model.priceClass, w, h, pr.fps, pr.duration)
         const id = newJobId()
         const format = sn?.format ?? pr.format.split(',')[0]
         const originalKey = `o/${id}.${format}`
@@ -183,6 +208,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
             ext, resolution: [w, h],
             input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
             ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
+            ...(ip.plan ? { interp: ip.plan } : {}),
           },
         }, commit, hook)
       } finally {

@@ -8,6 +8,7 @@ export const Envelope = <T extends TSchema>(data: T) => Type.Object({
 
 export const ErrorBody = Type.Object({
   error_code: Type.Integer(), message: Type.String(), code: Type.Integer(), msg: Type.String(),
+  detail: Type.Optional(Type.String({ description: 'what is wrong, for errors of the fps / slowmo fields' })),
 }, { description: 'Error: error_code/code and message/msg (see server/errors.ts)' })
 
 export const errorResponses = {
@@ -41,12 +42,19 @@ export const PhotoBody = Type.Object({
 export const VideoBody = Type.Object({
   video_url: Type.String(),
   model_name: Type.String({ enum: VIDEO_MODEL_NAMES }),
-  resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output' }),
+  resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output (may be left out for frame_interpolation: the input size)' }),
   extension: Type.Optional(Type.String({ default: '.mp4', description: '.mp4 .mov .mkv .m4v .avi .gif' })),
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),
   ...callbackFields,
   output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
-})
+  fps: Type.Optional(Type.Unknown({
+    description: 'Target frame rate, made by interpolation (RIFE): a number above the source rate (by > 1 %), at most 120 and 8x the source ' +
+      '(GIF: 50). Any other value (at or below the source rate, not a number) is ignored, as clients send this field to the old service',
+  })),
+  slowmo: Type.Optional(Type.Unknown({
+    description: 'Slow motion: 2, 4 or 8 (frames interpolated, duration stretched that many times, audio and subtitles dropped)',
+  })),
+}, { description: 'Unknown extra fields are ignored' })
 
 export const JobCreated = Envelope(Type.Object({
   job_id: Type.String(), consume_coins: Type.Integer(),

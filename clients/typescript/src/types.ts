@@ -9,7 +9,11 @@
 export interface Envelope<T> { code: number; message: string; data: T }
 
 /** An error answer (HTTP 4xx/5xx): `error_code` / `code` and `message` / `msg`. */
-export interface ErrorBody { error_code: number; message: string; code: number; msg: string }
+export interface ErrorBody {
+  error_code: number; message: string; code: number; msg: string
+  /** What is wrong, for errors of the video fps / slowmo fields. */
+  detail?: string
+}
 
 /** POST /api/photo-enhancer */
 export interface PhotoRequest {
@@ -50,6 +54,11 @@ export interface VideoRequest {
   callback_events?: string[]
   /** Extension: a pre-signed PUT URL of your bucket; the result is also PUT there. */
   output_put_url?: string
+  /** Extension: target frame rate made by interpolation (RIFE), a number above the source rate, at most 120 and 8x
+   *  the source; other values are ignored (old clients send this field). */
+  fps?: unknown
+  /** Extension: slow motion 2, 4 or 8 (audio and subtitles dropped). */
+  slowmo?: unknown
 }
 
 /** The data of a submission's answer. */
@@ -124,6 +133,8 @@ export interface VideoPrice {
   unit: 'output_second'
   tiers: Array<{ name: string; max_short_side: number | null; coins_per_second: number }>
   fps_over_30_factor: number
+  /** Multiplies coins_per_second above 60 fps of interpolated output (fps / slowmo), instead of fps_over_30_factor. */
+  fps_over_60_factor: number
   minimum_coins: number
 }
 
@@ -145,6 +156,8 @@ export interface ModelInfo {
     dpi?: boolean
     min_seconds?: number
     max_seconds?: number
+    /** Video: the limits of the fps / slowmo request fields. */
+    interpolation?: { max_fps: number; max_fps_factor: number; slowmo: number[]; gif_max_fps: number }
   }
 }
 

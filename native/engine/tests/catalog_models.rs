@@ -429,6 +429,7 @@ fn price_classes_aliases_and_limits() {
     for m in catalog::CATALOG {
         let want = match (m.kind, m.name) {
             (Kind::Video, "generative_1x" | "ultrahd_restore_2x") => PriceClass::Premium,
+            (Kind::Video, "frame_interpolation") => PriceClass::Interp,
             (Kind::Video, _) => PriceClass::Standard,
             (Kind::Photo, n) if n.starts_with("generative_portrait_") => PriceClass::GenerativePortrait,
             (Kind::Photo, n) if n.starts_with("generative_") => PriceClass::Generative,

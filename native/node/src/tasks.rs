@@ -83,14 +83,14 @@ type ListenerMethod<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>)>, 
 
 /// An AbortSignal tied to one call's [`Cancel`]: its `abort` listener cancels the call (the engine
 /// stops at the next tile); the listener is removed when the call settles.
-struct AbortLink {
+pub(crate) struct AbortLink {
     signal: ObjectRef<false>,
     listener: FunctionRef<(), ()>,
 }
 
 impl AbortLink {
     /// Ties `signal` (if any) to `cancel`. An already-aborted signal cancels at once.
-    fn tie(env: &Env, signal: Option<Object>, cancel: &Cancel) -> napi::Result<Option<AbortLink>> {
+    pub(crate) fn tie(env: &Env, signal: Option<Object>, cancel: &Cancel) -> napi::Result<Option<AbortLink>> {
         let Some(signal) = signal else { return Ok(None) };
         if signal.get_named_property::<Option<bool>>("aborted")?.unwrap_or(false) {
             cancel.cancel();
@@ -114,7 +114,7 @@ impl AbortLink {
     }
 }
 
-fn untie(env: &Env, link: Option<AbortLink>) -> napi::Result<()> {
+pub(crate) fn untie(env: &Env, link: Option<AbortLink>) -> napi::Result<()> {
     link.map_or(Ok(()), |l| l.untie(env))
 }
 
