@@ -15,10 +15,14 @@ const posInt = (name: string, max = Number.MAX_SAFE_INTEGER) => (v: string): num
   if (!Number.isSafeInteger(n) || n < 1 || n > max) throw new InvalidArgumentError(`${name} must be an integer from 1 to ${max}`)
   return n
 }
-const posNum = (name: string) => (v: string): number => {
+const posNum = (name: string, max = 16) => (v: string): number => {
   const n = Number(v)
-  if (!Number.isFinite(n) || n <= 0 || n > 16) throw new InvalidArgumentError(`${name} must be a number above 0, at most 16`)
+  if (!Number.isFinite(n) || n <= 0 || n > max) throw new InvalidArgumentError(`${name} must be a number above 0, at most ${max}`)
   return n
+}
+const slowmoArg = (v: string): number => {
+  if (!['2', '4', '8'].includes(v.trim())) throw new InvalidArgumentError('--slowmo must be 2, 4 or 8')
+  return Number(v)
 }
 const photoFmt = (v: string): string => {
   if (v === 'keep') return v
@@ -55,6 +59,8 @@ interface Opts {
   width?: number
   height?: number
   resolution?: [number, number]
+  fps?: number
+  slowmo?: number
   backend: 'auto' | 'cpu' | 'gpu'
   jobs: number
   overwrite?: boolean
@@ -85,6 +91,8 @@ export function enhanceCommand(): Command {
     .addOption(new Option('--width <w>', 'output width in px (height keeps the aspect ratio)').argParser(posInt('--width', 65535)).conflicts(['scale', 'height']))
     .addOption(new Option('--height <h>', 'output height in px (width keeps the aspect ratio)').argParser(posInt('--height', 65535)).conflicts(['scale', 'width']))
     .option('--resolution <WxH>', 'video output size (letterboxed; default: input size times the model scale)', resolution)
+    .addOption(new Option('--fps <n>', 'video: target frame rate made by frame interpolation (RIFE), above the source rate, at most 120 and 8x the source').argParser(posNum('--fps', 1000)))
+    .addOption(new Option('--slowmo <n>', 'video: slow motion, frames interpolated and duration stretched (audio dropped)').argParser(slowmoArg))
     .addOption(new Option('--backend <backend>', 'engine backend').choices(['auto', 'cpu', 'gpu'])
       .default(envBackend === 'cpu' || envBackend === 'gpu' ? envBackend : 'auto', envBackend ? '$LUCENT_BACKEND' : 'auto'))
     .option('-j, --jobs <n>', 'files enhanced at once', posInt('--jobs', 64), 1)
@@ -100,7 +108,8 @@ Exit status: 0 all done or skipped, 1 a file failed (its error_code is printed),
 Examples:
   lucent enhance photos/ --recursive --model general_4x --out upscaled/
   lucent enhance "scans/*.tif" --model sharpen_denoise_1x --format png --strip-meta --json
-  lucent enhance clips/ --model general_2x --video-model general_restore_2x --resolution 1280x720`)
+  lucent enhance clips/ --model general_2x --video-model general_restore_2x --resolution 1280x720
+  lucent enhance clip.mp4 --model frame_interpolation --fps 60`)
     .action(async (inputs: string[], o: Opts) => {
       process.exitCode = await enhanceAction(inputs, o)
     })
@@ -124,6 +133,7 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   const settings: EnhanceSettings = {
     model: o.model, videoModel: o.videoModel, format: o.format, videoFormat: o.videoFormat, quality: o.quality,
     keepMeta: !o.stripMeta, dpi: o.dpi, size, resolution: o.resolution, video: config.video,
+    fps: o.fps, slowmo: o.slowmo,
   }
   let engine
   try {

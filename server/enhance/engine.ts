@@ -16,6 +16,8 @@ import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
 import { transcode, keepsVfr, encodedSize, TranscodeError } from '../video/transcode.js'
 import { missingVideoTools, toolWorks } from '../video/tools.js'
 import { batchFor } from '../jobs/video.js'
+import { interpProcessor } from '../jobs/video-interp.js'
+import { decideInterp, FrameSchedule } from '../video/interp.js'
 import { partPath, writeAtomic, type InputFile } from './files.js'
 
 /** A failure of one file: the API's error_code and message, and what went wrong in words. */
@@ -59,6 +61,9 @@ export interface EnhanceSettings {
   /** Video target WxH (default: the input's size times the model's scale, or `size`). */
   resolution?: [number, number]
   video: VideoSettings
+  /** Video frame interpolation (server/video/interp.ts rules: fps above the source's, slowmo 2/4/8). */
+  fps?: number
+  slowmo?: number
 }
 
 export interface Planned extends InputFile {
@@ -224,8 +229,20 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
   const target = videoTarget(w, h, model.scale, s)
   if (target[0] * target[1] > lim.maxOutMP * 1e6) throw new ItemError(110400010, `${target[0]}x${target[1]} is over the ${lim.maxOutMP} MP limit of ${model.name}`)
   const container = normExt(path.extname(item.output))!
+  // frame interpolation: the server's rules (decideInterp) and frame schedule, the addon's interpolateFrames
+  const decision = decideInterp({ fps: s.fps, slowmo: s.slowmo }, {
+    model: model.name, scale: model.scale, fps: pr.fps, fpsRational: pr.fpsRational, duration: pr.duration, ext: container, maxSeconds: lim.maxSeconds,
+  })
+  if (!decision.ok) throw new ItemError(decision.code, decision.detail)
+  const plan = decision.plan
+  let schedule: FrameSchedule | undefined
+  if (plan) {
+    const ts = await probeTimestamps(item.file, s.video.ffprobe).catch(() => null)
+    const [num, den] = plan.fps.split('/').map(Number)
+    schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, den ? num / den : num, plan.slowmo, ts?.lastDuration)
+  }
   let timestamps: number[] | undefined
-  if (keepsVfr(container)) {
+  if (!plan && keepsVfr(container)) {
     const ts = await probeTimestamps(item.file, s.video.ffprobe).catch(() => null)
     if (ts?.vfr && (await toolWorks(s.video.mkvmerge, '--version'))) timestamps = ts.pts
   }
@@ -233,6 +250,16 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
   const tmp = partPath(item.output)
   parts.add(tmp)
   let faceState: Buffer | undefined
+  const enhance = async (frames: Buffer, width: number, height: number, count: number) => {
+    const out = await addon.enhanceFrames(frames, { model: model.name, width, height, count, faceState }, signal)
+    faceState = out.faceState
+    return { data: out.data, width: out.width, height: out.height }
+  }
+  const interp = plan && schedule && interpProcessor(schedule, plan.order, {
+    enhance: model.name === 'frame_interpolation' ? null : enhance,
+    interpolate: (frames, width, height, count, positions) => addon.interpolateFrames(frames, { width, height, count, positions }, signal),
+  })
+  const perFrame = schedule ? Math.max(1, Math.ceil(schedule.total / Math.max(1, pr.frames))) : 1
   try {
     await transcode({
       input: item.file, output: tmp, container, target,
@@ -241,14 +268,13 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
         hasAudio: pr.hasAudio, hasSubtitles: pr.hasSubtitles, subtitleCodecs: pr.subtitleCodecs,
         videoOffset: Math.max(0, pr.videoStart - pr.fileStart),
       },
-      batch: batchFor(w, h, model.scale, s.video.batchMb),
+      batch: Math.max(1, Math.floor(batchFor(w, h, model.scale, s.video.batchMb) / perFrame)),
       ffmpeg: s.video.ffmpeg, mkvmerge: s.video.mkvmerge, crf: s.video.crf, preset: s.video.preset,
       timestamps, signal,
-      process: async (frames, width, height, count) => {
-        const out = await addon.enhanceFrames(frames, { model: model.name, width, height, count, faceState }, signal)
-        faceState = out.faceState
-        return { data: out.data, width: out.width, height: out.height }
-      },
+      process: interp ? interp.process : enhance,
+      ...(interp && plan && schedule
+        ? { flush: interp.flush, outFps: plan.fps, outFrames: schedule.total, dropAudio: plan.slowmo > 1 }
+        : {}),
       onProgress: (done, total) => onProgress(Math.min(100, (done / Math.max(1, total)) * 100)),
     })
     await fsp.rename(tmp, item.output)
