@@ -6,15 +6,13 @@
  * the next job. Needs the native addon (CPU backend). In CI a missing service or addon FAILS.
  */
 import t from 'tap'
-import crypto from 'node:crypto'
 import path from 'node:path'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import pg from 'pg'
 import { Redis } from 'ioredis'
-import { S3Client, CreateBucketCommand } from '@aws-sdk/client-s3'
-import { repoRoot, tempDir, modelDir, inputServer, png, addonBuilt, waitFor, freePort } from '../helper.js'
-import { requireServices, freshDatabase, inCI } from './services.js'
+import { repoRoot, modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { requireServices, isolatedDeployment, inCI } from './services.js'
 
 const bin = path.join(repoRoot, 'bin', 'lucent.js')
 
@@ -29,38 +27,9 @@ t.test('cancel + idempotency over PostgreSQL and Redis: 2 gateways, 1 worker', a
     t.plan(0, svc.skip)
     return
   }
-  const databaseUrl = await freshDatabase(t, svc.LUCENT_DATABASE_URL)
-  const redisUrl = `${svc.LUCENT_REDIS_URL.replace(/\/\d*$/, '')}/${1 + crypto.randomInt(15)}`
-  const redis = new Redis(redisUrl)
-  await redis.flushdb()
-  t.teardown(async () => { await redis.flushdb().catch(() => {}); redis.disconnect() })
-  const bucket = `lucent-t-${crypto.randomBytes(5).toString('hex')}`
-  const s3 = new S3Client({
-    endpoint: svc.LUCENT_S3_ENDPOINT, region: svc.LUCENT_S3_REGION, forcePathStyle: true,
-    credentials: { accessKeyId: svc.LUCENT_S3_ACCESS_KEY_ID, secretAccessKey: svc.LUCENT_S3_SECRET_ACCESS_KEY },
-  })
-  t.teardown(() => s3.destroy())
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }))
-  const common: Record<string, string> = {
-    ...(process.env as Record<string, string>), ...svc,
-    LUCENT_DATABASE_URL: databaseUrl, LUCENT_REDIS_URL: redisUrl, LUCENT_S3_BUCKET: bucket,
-    HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
-    LUCENT_WORKERS: '1', LUCENT_ENGINE_THREADS: '1', LUCENT_BACKEND: 'cpu',
-  }
-  delete common.LUCENT_ROLE
-  const children: ChildProcess[] = []
-  t.teardown(async () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null)))
-  })
-  const start = async (role: 'gateway' | 'worker') => {
-    const port = await freePort()
-    const child = spawn(process.execPath, [bin, 'serve', '--role', role], {
-      env: { ...common, PORT: String(port), DATA_DIR: await tempDir(t, `lucent-${role}-`) }, stdio: ['ignore', 'inherit', 'inherit'],
-    })
-    children.push(child)
-    return `http://127.0.0.1:${port}`
-  }
+  const dep = await isolatedDeployment(t, svc, modelDir)
+  const { redis, databaseUrl, env: common } = dep
+  const start = async (role: 'gateway' | 'worker') => (await dep.serve(role)).base
   const key = execFileSync(process.execPath, [bin, 'keys', 'create', '--coins', '100000', '--rate', '1000'], { env: { ...common, DATA_DIR: '/nonexistent-not-used' } })
     .toString().trimEnd().split('\n').pop()!
   const worker = await start('worker')

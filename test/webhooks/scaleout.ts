@@ -5,14 +5,12 @@
  * claims it next, signatures verify with the key's secret printed by `lucent keys create`.
  */
 import t from 'tap'
-import crypto from 'node:crypto'
 import path from 'node:path'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import { Redis } from 'ioredis'
-import { S3Client, CreateBucketCommand } from '@aws-sdk/client-s3'
-import { repoRoot, tempDir, modelDir, inputServer, png, addonBuilt, waitFor, freePort } from '../helper.js'
-import { requireServices, freshDatabase, inCI } from '../scaleout/services.js'
+import { repoRoot, modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { requireServices, isolatedDeployment, inCI } from '../scaleout/services.js'
 import { receiver } from '../support/webhook-receiver.js'
 
 const bin = path.join(repoRoot, 'bin', 'lucent.js')
@@ -28,35 +26,10 @@ t.test('gateway + 2 workers deliver from one outbox, each event once', async (t)
     t.plan(0, svc.skip)
     return
   }
-  const databaseUrl = await freshDatabase(t, svc.LUCENT_DATABASE_URL)
-  const redisUrl = `${svc.LUCENT_REDIS_URL.replace(/\/\d*$/, '')}/${1 + crypto.randomInt(15)}`
-  const redis = new Redis(redisUrl)
-  await redis.flushdb()
-  t.teardown(async () => { await redis.flushdb().catch(() => {}); redis.disconnect() })
-  const bucket = `lucent-t-${crypto.randomBytes(5).toString('hex')}`
-  const s3 = new S3Client({
-    endpoint: svc.LUCENT_S3_ENDPOINT, region: svc.LUCENT_S3_REGION, forcePathStyle: true,
-    credentials: { accessKeyId: svc.LUCENT_S3_ACCESS_KEY_ID, secretAccessKey: svc.LUCENT_S3_SECRET_ACCESS_KEY },
-  })
-  t.teardown(() => s3.destroy())
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }))
-  const common: Record<string, string> = {
-    ...(process.env as Record<string, string>), ...svc, LUCENT_DATABASE_URL: databaseUrl, LUCENT_REDIS_URL: redisUrl, LUCENT_S3_BUCKET: bucket,
-    HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
-    LUCENT_WORKERS: '1', LUCENT_ENGINE_THREADS: '1', LUCENT_BACKEND: 'cpu', LUCENT_RATE_PER_SEC: '1000',
-    LUCENT_WEBHOOK_POLL_MS: '50', LUCENT_WEBHOOK_BACKOFF_MS: '100', LUCENT_WEBHOOK_BACKOFF_MAX_MS: '200',
-  }
-  delete common.LUCENT_ROLE
-  const children: ChildProcess[] = []
-  t.teardown(async () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null)))
-  })
+  const dep = await isolatedDeployment(t, svc, modelDir)
+  const common = dep.env
   const start = async (role: 'gateway' | 'worker') => {
-    const port = await freePort()
-    const child = spawn(process.execPath, [bin, 'serve', '--role', role], { env: { ...common, PORT: String(port), DATA_DIR: await tempDir(t, `lucent-${role}-`) }, stdio: ['ignore', 'inherit', 'inherit'] })
-    children.push(child)
-    const base = `http://127.0.0.1:${port}`
+    const { base } = await dep.serve(role, { LUCENT_RATE_PER_SEC: '1000', LUCENT_WEBHOOK_POLL_MS: '50', LUCENT_WEBHOOK_BACKOFF_MS: '100', LUCENT_WEBHOOK_BACKOFF_MAX_MS: '200' })
     await waitFor(async () => {
       try {
         const r = await request(`${base}/healthz`)
