@@ -9,6 +9,8 @@
 //! to run one answers `unknown_model`.
 //!
 //! Pre/post-processing facts per network file come from shared/models/README.md ([`prepost`]).
+//!
+//! Long (~520 lines) on purpose: it is the data table itself (every model of the API with its facts).
 
 use lucent_core::{Code, Error, Result};
 use serde_json::{json, Value};
