@@ -2,6 +2,7 @@
 //! recording of one command encoder per run, buffer pooling and readback.
 
 use crate::kernels::{self, ConvCfg, EW};
+use crate::mma::{self, MmaCfg, MmaMode};
 use crate::{DevCtx, Settings};
 use lucent_core::bail;
 use lucent_core::error::{Code, Error, Result};
@@ -18,6 +19,10 @@ pub struct LayerTime {
     pub layer: String,
     pub kind: String,
     pub ms: f64,
+    /// Multiply-adds x 2 of a convolution step (0 for other steps).
+    pub flop: f64,
+    /// The convolution kernel that ran ("coop", "mma-emulated", "fma", "direct"; empty otherwise).
+    pub kernel: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,19 +49,25 @@ impl Shape {
     }
 }
 
-/// Choose a convolution tile configuration that fits the device's limits.
-pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool) -> ConvCfg {
-    let wide = [
+/// The FMA kernel's tile configurations, widest first: [wide M, narrow M].
+pub(crate) fn fma_cfg_lists() -> [Vec<ConvCfg>; 2] {
+    let wide = vec![
         ConvCfg { bm: 64, bn: 128, bk: 16, tm: 8 },
         ConvCfg { bm: 64, bn: 64, bk: 16, tm: 4 },
         ConvCfg { bm: 32, bn: 32, bk: 16, tm: 4 },
         ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
     ];
-    let narrow = [
+    let narrow = vec![
         ConvCfg { bm: 16, bn: 128, bk: 16, tm: 4 },
         ConvCfg { bm: 16, bn: 64, bk: 16, tm: 4 },
         ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
     ];
+    [wide, narrow]
+}
+
+/// Choose a convolution tile configuration that fits the device's limits.
+pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool) -> ConvCfg {
+    let [wide, narrow] = fma_cfg_lists();
     let list: &[ConvCfg] = if small_m { &narrow } else { &wide };
     let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
     for c in list {
@@ -110,10 +121,16 @@ struct Res {
 struct ConvW {
     w: wgpu::Buffer,
     aux: wgpu::Buffer,
-    /// (cfg, mpad, kpad) for the GEMM path; None for the direct kernel.
-    gemm: Option<(ConvCfg, usize, usize)>,
+    /// (kernel, mpad, kpad) for the GEMM paths; None for the direct kernel.
+    gemm: Option<(Gemm, usize, usize)>,
     act: Activation,
     prelu: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Gemm {
+    Fma(ConvCfg),
+    Mma(MmaCfg, MmaMode),
 }
 
 enum Kind {
@@ -181,9 +198,21 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
     let aux = upload(ctx, &aux, false, "aux")?;
     let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
-        let cfg = settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math));
-        let mpad = mg.div_ceil(cfg.bm as usize) * cfg.bm as usize;
-        let kpad = k.div_ceil(cfg.bk as usize) * cfg.bk as usize;
+        let mma = match (settings.conv, settings.mma) {
+            (None, Some(plan)) => plan
+                .cfg
+                .filter(|c| c.fits(plan.mode))
+                .or_else(|| mma::default_cfg(&ctx.limits, plan.frag, mg <= 16, plan.mode))
+                .map(|c| Gemm::Mma(c, plan.mode)),
+            _ => None,
+        };
+        let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math))));
+        let (bm, bk) = match gemm {
+            Gemm::Fma(c) => (c.bm, c.bk),
+            Gemm::Mma(c, _) => (c.bm, c.bk),
+        };
+        let mpad = mg.div_ceil(bm as usize) * bm as usize;
+        let kpad = k.div_ceil(bk as usize) * bk as usize;
         let mut w = vec![0.0f32; c.group * kpad * mpad];
         for g in 0..c.group {
             for m in 0..mg {
@@ -194,7 +223,7 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
             }
         }
         let w = upload(ctx, &w, settings.f16, "conv weights")?;
-        Ok(ConvW { w, aux, gemm: Some((cfg, mpad, kpad)), act, prelu: prelu.map(|s| s.len()) })
+        Ok(ConvW { w, aux, gemm: Some((gemm, mpad, kpad)), act, prelu: prelu.map(|s| s.len()) })
     } else {
         let w = upload(ctx, &c.weight, settings.f16, "conv weights")?;
         Ok(ConvW { w, aux, gemm: None, act, prelu: prelu.map(|s| s.len()) })
@@ -389,6 +418,7 @@ impl Prep {
             maxdim: ctx.limits.max_compute_workgroups_per_dimension,
             max_binding: ctx.limits.max_storage_buffer_binding_size as u64,
             step: 0,
+            conv_notes: HashMap::new(),
         };
         let input_map: HashMap<usize, &Tensor> = inputs.iter().map(|(i, t)| (*i, t)).collect();
         for si in 0..self.steps.len() {
@@ -590,17 +620,29 @@ impl Prep {
             self.last_profile = step_ids
                 .iter()
                 .enumerate()
-                .map(|(k, &s)| LayerTime {
-                    layer: self.steps[s].name.clone(),
-                    kind: self.steps[s].type_.clone(),
-                    ms: ts[2 * k + 1].wrapping_sub(ts[2 * k]) as f64 * period / 1e6,
+                .map(|(k, &s)| {
+                    let (flop, kernel) = rec.conv_notes.get(&s).copied().unwrap_or((0.0, ""));
+                    LayerTime {
+                        layer: self.steps[s].name.clone(),
+                        kind: self.steps[s].type_.clone(),
+                        ms: ts[2 * k + 1].wrapping_sub(ts[2 * k]) as f64 * period / 1e6,
+                        flop,
+                        kernel: kernel.to_string(),
+                    }
                 })
                 .collect();
             let sum: f64 = self.last_profile.iter().map(|t| t.ms).sum();
+            let flop: f64 = self.last_profile.iter().map(|t| t.flop).sum();
             for t in &self.last_profile {
-                eprintln!("[lucent-gpu] {:>9.3} ms  {:<14} {}", t.ms, t.kind, t.layer);
+                let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>7.2} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(15) };
+                eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
             }
-            eprintln!("[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps", self.last_profile.len());
+            eprintln!(
+                "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.3} TFLOP, {:.2} TFLOP/s overall",
+                self.last_profile.len(),
+                flop / 1e12,
+                if sum > 0.0 { flop / sum / 1e9 } else { 0.0 }
+            );
         }
         drop(view);
         staging.unmap();
@@ -681,12 +723,28 @@ impl Prep {
                     mg as u32,
                 ];
                 let bufs = vec![x, cw.w.clone(), cw.aux.clone(), rbuf, out.clone()];
-                if let Some((cfg, mpad, kpad)) = cw.gemm {
+                let conv_flop = 2.0 * (os.c * os.h * os.w) as f64 * (ipg * c.kernel_h * c.kernel_w) as f64;
+                let kernel_name = match cw.gemm {
+                    Some((Gemm::Fma(_), ..)) => "fma",
+                    Some((Gemm::Mma(_, MmaMode::Coop { .. }), ..)) => "coop",
+                    Some((Gemm::Mma(_, MmaMode::Emulated { .. }), ..)) => "mma-emulated",
+                    None => "direct",
+                };
+                rec.conv_notes.insert(si, (conv_flop, kernel_name));
+                if let Some((gemm, mpad, kpad)) = cw.gemm {
                     p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
-                    let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
-                    let acc16 = self.settings.f16_math;
-                    let pipe = ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?;
-                    let tiles = mg.div_ceil(cfg.bm as usize) * (os.h * os.w).div_ceil(cfg.bn as usize);
+                    let (pipe, bm, bn) = match gemm {
+                        Gemm::Fma(cfg) => {
+                            let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
+                            let acc16 = self.settings.f16_math;
+                            (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)
+                        }
+                        Gemm::Mma(cfg, mode) => {
+                            let key = format!("conv_mma:{cfg:?}:{mode:?}");
+                            (ctx.pipeline(&pk(&key), || mma::conv_mma(f16, cfg, mode))?, cfg.bm, cfg.bn)
+                        }
+                    };
+                    let tiles = mg.div_ceil(bm as usize) * (os.h * os.w).div_ceil(bn as usize);
                     let (gx, gy) = fold(tiles, rec.maxdim)?;
                     if c.group as u32 > rec.maxdim {
                         bail!(Code::ModelInvalid, "layer {lname}: too many groups");
@@ -1491,6 +1549,8 @@ struct Rec {
     maxdim: u32,
     max_binding: u64,
     step: usize,
+    /// Per step: (FLOPs, kernel) of convolutions, for the profile.
+    conv_notes: HashMap<usize, (f64, &'static str)>,
 }
 
 impl Rec {

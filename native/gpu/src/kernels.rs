@@ -47,9 +47,18 @@ impl ConvCfg {
 pub const EW: u32 = 64;
 
 fn header(f16: bool) -> String {
+    header_with(f16, f16)
+}
+
+/// Common header: storage type `T` (f16 or f32), `enable f16;` when `enable_f16` (f16 storage,
+/// or f16 values elsewhere in the kernel), the parameter buffer and the activation function.
+pub(crate) fn header_with(f16: bool, enable_f16: bool) -> String {
     let mut s = String::new();
+    if enable_f16 {
+        s.push_str("enable f16;\n");
+    }
     if f16 {
-        s.push_str("enable f16;\nalias T = f16;\n");
+        s.push_str("alias T = f16;\n");
     } else {
         s.push_str("alias T = f32;\n");
     }
@@ -102,6 +111,11 @@ fn epi(acc: f32, oc: u32, o: u32) -> f32 {
     return v;
 }
 "#;
+
+/// The bindings and epilogue shared by the convolution kernels (also the MMA kernel's).
+pub(crate) fn conv_common() -> String {
+    CONV_COMMON.to_string()
+}
 
 const EW_MAIN: &str = r#"
 @compute @workgroup_size(EWu)
