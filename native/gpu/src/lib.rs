@@ -207,8 +207,6 @@ type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
 /// The device thread's side.
 pub(crate) struct DevCtx {
     pub device: wgpu::Device,
-    /// Largest subgroup size of the adapter (plans the MMA kernel's warp tiles per subgroup).
-    pub subgroup_max: u32,
     pub queue: wgpu::Queue,
     pub limits: wgpu::Limits,
     pub features: wgpu::Features,
@@ -474,7 +472,6 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
     };
     let ctx = DevCtx {
         device,
-        subgroup_max: info.subgroup_max_size.max(1),
         queue,
         limits,
         features,

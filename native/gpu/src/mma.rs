@@ -144,10 +144,9 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
     };
     let f = c.frag;
     let r_tiles = c.per_subgroup(sg);
-    let mut s = header_with(f16, tiles16 || f16);
-    if coop {
-        s.push_str("enable wgpu_cooperative_matrix;\n");
-    }
+    // Directives come first in WGSL.
+    let mut s = String::from(if coop { "enable wgpu_cooperative_matrix;\n" } else { "" });
+    s.push_str(&header_with(f16, tiles16 || f16));
     s.push_str(&conv_common());
     let tt = if tiles16 { "f16" } else { "f32" };
     s.push_str(&format!(
@@ -161,8 +160,14 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
         c.warp_tiles(),
         c.wg
     ));
-    // Rounding of a staged value to the tile type (f16 semantics in both cases).
-    let to_tile = if tiles16 { "TT(v)" } else { "unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x" };
+    // Rounding of a staged value to the tile type (f16 semantics in both cases). Without f16,
+    // r16 rounds the f32 mantissa to f16's 10 bits, to nearest even (core WGSL only; equal to
+    // f16 rounding in f16's normal range, finer for |v| < 6.1e-5, which a sum of O(1) terms
+    // does not see).
+    let to_tile = if tiles16 { "TT(v)" } else { "r16(v)" };
+    if !tiles16 {
+        s.push_str("fn r16(v: f32) -> f32 {\n    let b = bitcast<u32>(v);\n    return bitcast<f32>((b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u);\n}\n");
+    }
     let sg_builtins = if coop {
         ", @builtin(subgroup_id) sgid: u32, @builtin(num_subgroups) nsgb: u32"
     } else {
@@ -177,7 +182,7 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
         r#"
 var<workgroup> As: array<TT, BK * BM>;
 var<workgroup> Bs: array<TT, BK * BN>;
-var<workgroup> Cs: array<f32, BM * BN>;
+var<workgroup> Cs: array<f32, BM * BN + WM * F * BN>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{sg_builtins}) {{
@@ -202,10 +207,13 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
 "#
     ));
     // Warp tiles of this subgroup: wt = sg + r * nsg; fragment (i, j) of warp tile r covers
-    // rows wmo{{r}} + i * F, columns wno{{r}} + j * F of the workgroup tile.
+    // rows wmo{{r}} + i * F, columns wno{{r}} + j * F of the workgroup tile. Matrix operations
+    // must be in uniform control flow, so a subgroup past the last warp tile (wt >= NW: more
+    // subgroups than planned) computes the last one again and stores it to the scratch rows
+    // after BM * BN (`cso{{r}}`), which nothing reads.
     for r in 0..r_tiles {
         s.push_str(&format!(
-            "    let wt{r} = sg + {r}u * nsg;\n    let on{r} = wt{r} < NW;\n    let wmo{r} = (wt{r} / NWN) * (WM * F);\n    let wno{r} = (wt{r} % NWN) * (WN * F);\n"
+            "    let wt{r} = min(sg + {r}u * nsg, NW - 1u);\n    let on{r} = sg + {r}u * nsg < NW;\n    let wmo{r} = (wt{r} / NWN) * (WM * F);\n    let wno{r} = (wt{r} % NWN) * (WN * F);\n    let cso{r} = select(BM * BN + wno{r}, wmo{r} * BN + wno{r}, on{r});\n"
         ));
     }
     if !coop {
@@ -260,7 +268,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
 "#
     ));
     for r in 0..r_tiles {
-        s.push_str(&format!("            if (on{r}) {{\n"));
+        s.push_str("            {\n");
         // Fragment loads: A column-major from As (stride BM), B row-major from Bs (stride BN).
         for i in 0..c.wm {
             let off = format!("kk * BM + wmo{r} + {i}u * F");
@@ -300,10 +308,10 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     s.push_str("        }\n        workgroupBarrier();\n    }\n");
     // Fragments to Cs, row-major (stride BN).
     for r in 0..r_tiles {
-        s.push_str(&format!("    if (on{r}) {{\n"));
+        s.push_str("    {\n");
         for i in 0..c.wm {
             for j in 0..c.wn {
-                let off = format!("(wmo{r} + {i}u * F) * BN + wno{r} + {j}u * F");
+                let off = format!("cso{r} + {i}u * F * BN + {j}u * F");
                 if coop {
                     s.push_str(&format!("        coopStoreT(c{r}_{i}_{j}, &Cs[{off}], BN);\n"));
                 } else {

@@ -93,7 +93,7 @@ fn every_shader_variant_validates_and_translates_to_spirv_and_msl() {
         eprintln!("spirv-val not found (apt-get install spirv-tools): SPIR-V binaries checked by naga only");
     }
     let mut failures = Vec::new();
-    let (mut n_coop, mut n_emu, mut n_fma, mut n_not_metal) = (0, 0, 0, 0);
+    let (mut n_coop, mut n_emu, mut n_fma, mut n_not_metal, mut n_val, mut n_val_old) = (0, 0, 0, 0, 0, 0);
     for (name, src, f16, coop) in &variants {
         n_coop += name.contains(":coop-") as usize;
         n_emu += name.contains(":emu-") as usize;
@@ -127,8 +127,12 @@ fn every_shader_variant_validates_and_translates_to_spirv_and_msl() {
             Ok(words) => {
                 if let Some(tool) = &val {
                     let env = if *coop { "vulkan1.3" } else { "vulkan1.1" };
-                    if let Err(e) = run_spirv_val(tool, &words, env) {
-                        failures.push(format!("{name}: spirv-val ({env}): {e}"));
+                    match run_spirv_val(tool, &words, env) {
+                        Ok(()) => n_val += 1,
+                        // Debian bookworm's spirv-tools (2023.1) predates CooperativeMatrixKHR
+                        // (capability 6022): naga's own checks above still hold for those.
+                        Err(e) if *coop && e.contains("Invalid capability operand: 6022") => n_val_old += 1,
+                        Err(e) => failures.push(format!("{name}: spirv-val ({env}): {e}")),
                     }
                 }
             }
@@ -160,6 +164,9 @@ fn every_shader_variant_validates_and_translates_to_spirv_and_msl() {
         "{} shader variants: {n_fma} FMA conv, {n_coop} cooperative-matrix ({n_not_metal} 16x16 ones not for Metal), {n_emu} emulated MMA",
         variants.len()
     );
+    if val.is_some() {
+        println!("spirv-val accepted {n_val}; {n_val_old} cooperative-matrix modules not checked by it (its version predates the capability)");
+    }
     assert!(n_coop >= 8 && n_emu >= 8 && n_fma >= 8, "variant list shrank: {n_fma} {n_coop} {n_emu}");
     assert!(variants.iter().any(|v| v.0.contains(":coop-") && v.0.contains(":frag16:")));
     assert!(variants.iter().any(|v| v.0.contains(":coop-") && v.0.contains(":frag8:")));
