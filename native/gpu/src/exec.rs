@@ -133,6 +133,15 @@ enum Gemm {
     Mma(MmaCfg, MmaMode),
 }
 
+fn gemm_name(g: Option<&Gemm>) -> &'static str {
+    match g {
+        Some(Gemm::Fma(_)) => "fma",
+        Some(Gemm::Mma(_, MmaMode::Coop { .. })) => "coop",
+        Some(Gemm::Mma(_, MmaMode::Emulated { .. })) => "mma-emulated",
+        None => "direct",
+    }
+}
+
 enum Kind {
     Conv { l: usize, res: Option<Res>, cw: ConvW },
     Deconv { l: usize, cw: ConvW },
@@ -361,6 +370,17 @@ impl Prep {
         }
         ctx.check()?;
         Ok(Prep { net, steps, settings, fused_away, pool: HashMap::new(), last_profile: Vec::new() })
+    }
+
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "direct"), in order.
+    pub fn conv_kernels(&self) -> Vec<&'static str> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                Kind::Conv { cw, .. } => Some(gemm_name(cw.gemm.as_ref().map(|g| &g.0))),
+                _ => None,
+            })
+            .collect()
     }
 
     fn es(&self) -> u64 {
@@ -724,12 +744,7 @@ impl Prep {
                 ];
                 let bufs = vec![x, cw.w.clone(), cw.aux.clone(), rbuf, out.clone()];
                 let conv_flop = 2.0 * (os.c * os.h * os.w) as f64 * (ipg * c.kernel_h * c.kernel_w) as f64;
-                let kernel_name = match cw.gemm {
-                    Some((Gemm::Fma(_), ..)) => "fma",
-                    Some((Gemm::Mma(_, MmaMode::Coop { .. }), ..)) => "coop",
-                    Some((Gemm::Mma(_, MmaMode::Emulated { .. }), ..)) => "mma-emulated",
-                    None => "direct",
-                };
+                let kernel_name = gemm_name(cw.gemm.as_ref().map(|g| &g.0));
                 rec.conv_notes.insert(si, (conv_flop, kernel_name));
                 if let Some((gemm, mpad, kpad)) = cw.gemm {
                     p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);

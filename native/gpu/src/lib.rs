@@ -96,6 +96,33 @@ pub fn probe_adapters() -> Vec<(String, String)> {
     r.unwrap_or_default()
 }
 
+/// Cooperative-matrix support of every adapter wgpu sees: (name, has the experimental feature,
+/// has SUBGROUP, the listed configurations as "MxNxK ab->cr"). For diagnostics.
+pub fn probe_coop() -> Vec<(String, bool, bool, Vec<String>)> {
+    let r = catch_unwind(|| {
+        let inst = new_instance();
+        pollster::block_on(inst.enumerate_adapters(BACKENDS))
+            .into_iter()
+            .map(|a| {
+                let i = a.get_info();
+                let f = a.features();
+                let props = a
+                    .cooperative_matrix_properties()
+                    .iter()
+                    .map(|p| format!("{}x{}x{} {:?}->{:?}", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type))
+                    .collect();
+                (
+                    format!("{} ({:?})", i.name, i.backend),
+                    f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+                    f.contains(wgpu::Features::SUBGROUP),
+                    props,
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    r.unwrap_or_default()
+}
+
 /// Per-handle execution settings (the device is shared, these are not).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -692,6 +719,14 @@ impl GpuPrepared {
     pub fn net(&self) -> &Arc<Net> {
         &self.net
     }
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "direct"), in order.
+    pub fn conv_kernels(&self) -> Result<Vec<String>> {
+        let id = self.id;
+        self.dev.call(move |ctx| {
+            Ok(ctx.preps.get(&id).map(|p| p.conv_kernels().into_iter().map(String::from).collect()).unwrap_or_default())
+        })
+    }
+
     /// Per-layer GPU times of the last run (empty unless profiling was on).
     pub fn last_profile(&self) -> Result<Vec<LayerTime>> {
         let id = self.id;

@@ -15,7 +15,7 @@
 mod common;
 use common::{backend, rel_err, NetBuilder, Rng};
 use lucent_core::ncnn::Net;
-use lucent_core::{reference, Backend, Cancel, Tensor};
+use lucent_core::{reference, Cancel, Tensor};
 use lucent_gpu::mma::{cfg_lists, MmaCfg};
 use lucent_gpu::GpuBackend;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ fn handles(be: &GpuBackend, modes: &[(u32, u32, bool)], cfg: Option<MmaCfg>) -> 
             });
             assert_eq!(h.settings().mma, Some(plan), "emulated plan refused");
             let label = format!(
-                "{} f{frag} sg{sg} tiles {}{}",
+                "{} frag{frag} sg{sg} tiles {}{}",
                 if f16 { "f16" } else { "f32" },
                 if plan.mode == (lucent_gpu::mma::MmaMode::Emulated { sg, f16_tiles: true }) { "f16" } else { "f32(rounded)" },
                 cfg.map(|c| format!(" {}x{}x{} w{}x{}", c.bm, c.bn, c.bk, c.wm, c.wn)).unwrap_or_default()
@@ -73,8 +73,10 @@ fn check(name: &str, hs: &[(String, GpuBackend)], net: Net, x: Tensor) {
     let want = reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap_or_else(|e| panic!("{name}: reference: {e}"));
     let net = Arc::new(net);
     for (label, h) in hs {
-        let p = h.prepare(net.clone()).unwrap_or_else(|e| panic!("{name} [{label}]: prepare: {e}"));
-        let got = p.run(&[(i, &x)], &[o], &Cancel::new()).unwrap_or_else(|e| panic!("{name} [{label}]: run: {e}"));
+        let p = h.prepare_gpu(net.clone()).unwrap_or_else(|e| panic!("{name} [{label}]: prepare: {e}"));
+        let kernels = p.conv_kernels().unwrap();
+        assert!(!kernels.is_empty() && kernels.iter().all(|k| k == "mma-emulated"), "{name} [{label}]: kernels {kernels:?}");
+        let got = lucent_core::Prepared::run(&p, &[(i, &x)], &[o], &Cancel::new()).unwrap_or_else(|e| panic!("{name} [{label}]: run: {e}"));
         let e = rel_err(&got[0], &want[0]);
         println!("{name:<34} [{label}] {:<12} rel err {e:.2e}", got[0].shape_string());
         assert!(e <= BOUND, "{name} [{label}]: rel err {e:.3e} > {BOUND:.0e}");
