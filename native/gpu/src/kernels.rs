@@ -436,6 +436,50 @@ pub fn pshuf(f16: bool) -> String {
     s
 }
 
+/// PixelShuffle of X plus Interp of U, summed: Y = pshuf(X) + resample(U), one pass (the
+/// compact SR networks' last step). Params as `resample` (for U) with 1 = output channels and
+/// 7 = factor | mode << 16 of the PixelShuffle (X is [C*f*f][out_h/f][out_w/f]).
+pub fn pshuf_add(f16: bool) -> String {
+    let mut s = header(f16);
+    s.push_str(
+        r#"
+@group(0) @binding(1) var<storage, read> X: array<T>;
+@group(0) @binding(2) var<storage, read> U: array<T>;
+@group(0) @binding(3) var<storage, read_write> Y: array<T>;
+"#,
+    );
+    s.push_str(&ew_main());
+    s.push_str(
+        r#"
+    let oc = P[1]; let ih = P[2]; let iw = P[3]; let oh = P[4]; let ow = P[5]; let taps = P[6];
+    let f = P[7] & 0xFFFFu;
+    let c = i / (oh * ow);
+    let r = i - c * oh * ow;
+    let y = r / ow;
+    let x = r - y * ow;
+    let sy = y % f;
+    let sx = x % f;
+    var ic = c * f * f + sy * f + sx;
+    if ((P[7] >> 16u) != 0u) { ic = (sy * f + sx) * oc + c; }
+    let v = f32(X[(ic * (oh / f) + y / f) * (ow / f) + x / f]);
+    let xt = 8u + x * 8u;
+    let yt = 8u + ow * 8u + y * 8u;
+    var s = 0.0;
+    for (var a = 0u; a < taps; a++) {
+        let row = (c * ih + P[yt + a]) * iw;
+        var rs = 0.0;
+        for (var b = 0u; b < taps; b++) {
+            rs = fma(pf(xt + 4u + b), f32(U[row + P[xt + b]]), rs);
+        }
+        s = fma(pf(yt + 4u + a), rs, s);
+    }
+    Y[i] = T(v + s);
+}
+"#,
+    );
+    s
+}
+
 /// Params: 0 n, 1 C, 2 in_h, 3 in_w, 4 out_h, 5 out_w, 6 taps; from 8: per output column 4 source
 /// indices + 4 weights, then per output row the same.
 pub fn resample(f16: bool) -> String {

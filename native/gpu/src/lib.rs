@@ -166,13 +166,14 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
     let mut v = Vec::new();
     for f16 in [false, true] {
         let p = if f16 { "f16" } else { "f32" };
-        let simple: [(&str, fn(bool) -> String); 10] = [
+        let simple: [(&str, fn(bool) -> String); 11] = [
             ("conv_direct", kernels::conv_direct),
             ("deconv", kernels::deconv),
             ("inner", kernels::inner),
             ("unary", kernels::unary),
             ("binary", kernels::binary),
             ("pshuf", kernels::pshuf),
+            ("pshuf_add", kernels::pshuf_add),
             ("resample", kernels::resample),
             ("copy3", kernels::copy3),
             ("pool", kernels::pool),
