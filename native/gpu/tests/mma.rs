@@ -148,3 +148,32 @@ fn emulated_mma_fused_prelu_and_residual() {
         check(&format!("conv+prelu({slopes})+{elt}"), &hs, b.build(), r.tensor(24, 15, 18));
     }
 }
+
+/// realesr-general-x4v3 end to end with every convolution on the emulated MMA kernel, against
+/// the reference (f32 storage; operands rounded to f16 in each of its 18 convolutions, so the
+/// bound is looser than one layer's: <= 1e-2).
+#[test]
+fn emulated_mma_whole_network() {
+    let Some(be) = backend() else { return };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/sr/realesr-general-x4v3");
+    let net = Arc::new(Net::load_stem(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    let plan = be.emulated_mma(16, 32, true, None);
+    let h = be.with_settings(|s| {
+        s.f16 = false;
+        s.mma = Some(plan);
+    });
+    let mut r = Rng::new(14);
+    let mut x = r.tensor(3, 12, 10);
+    for v in x.data.iter_mut() {
+        *v = *v * 0.5 + 0.5;
+    }
+    let (i, o) = (net.blob("data").unwrap(), net.blob("output").unwrap());
+    let want = reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap();
+    let p = h.prepare_gpu(net.clone()).unwrap();
+    let kernels = p.conv_kernels().unwrap();
+    assert!(kernels.iter().filter(|k| *k == "mma-emulated").count() >= 16, "kernels {kernels:?}");
+    let got = lucent_core::Prepared::run(&p, &[(i, &x)], &[o], &Cancel::new()).unwrap();
+    let e = rel_err(&got[0], &want[0]);
+    println!("general-x4v3 12x10, emulated MMA ({} of {} convolutions) vs reference: rel err {e:.2e}", kernels.iter().filter(|k| *k == "mma-emulated").count(), kernels.len());
+    assert!(e <= 1e-2, "rel err {e}");
+}
