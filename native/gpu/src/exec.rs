@@ -711,7 +711,7 @@ impl Prep {
                 eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
             }
             eprintln!(
-                "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.3} TFLOP, {:.2} TFLOP/s overall",
+                "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.4} TFLOP, {:.4} TFLOP/s overall",
                 self.last_profile.len(),
                 flop / 1e12,
                 if sum > 0.0 { flop / sum / 1e9 } else { 0.0 }
@@ -803,6 +803,7 @@ impl Prep {
                     p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
                     let (pipe, bm, bn) = match gemm {
                         Gemm::Fma(cfg) => {
+                            p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
                             let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
                             let acc16 = self.settings.f16_math;
                             (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)
