@@ -801,9 +801,9 @@ impl Prep {
                 rec.conv_notes.insert(si, (conv_flop, kernel_name));
                 if let Some((gemm, mpad, kpad)) = cw.gemm {
                     p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
+                    p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
                     let (pipe, bm, bn) = match gemm {
                         Gemm::Fma(cfg) => {
-                            p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
                             let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
                             let acc16 = self.settings.f16_math;
                             (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)

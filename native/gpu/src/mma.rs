@@ -78,6 +78,7 @@ impl MmaCfg {
             && self.bn % (self.wn * f) == 0
             && (self.bk * self.bm) % self.wg == 0
             && (self.bk * self.bn) % self.wg == 0
+            && self.wg % self.bn == 0
             && self.bn.is_power_of_two()
     }
     /// Whether `mode` can run this configuration (emulated subgroups must divide the workgroup
@@ -199,9 +200,18 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     let g = wid.z;
     let m0 = (t % tiles_m) * BM;
     let n0 = (t / tiles_m) * BN;
-    let khw = kh * kw;
     let wbase = g * kpad * mpad + m0;
     let xbase = g * in_c * in_h * in_w;
+    // Gather as kernels::conv_gemm: one fixed output pixel per thread, offsets from the table.
+    let bcol = li % BN;
+    let brow = li / BN;
+    let pp = n0 + bcol;
+    let pok = pp < npix;
+    let poy = pp / max(out_w, 1u);
+    let pox = pp - poy * out_w;
+    let iy0 = i32(poy * sh) - pt;
+    let ix0 = i32(pox * sw) - pl;
+    let xb0 = i32(xbase) + iy0 * i32(in_w) + ix0;
     let sg = {sg_expr};
     let nsg = {nsg_expr};
 "#
@@ -242,26 +252,19 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
             As[e] = {to_tile};
         }}
         for (var q = 0u; q < (BK * BN) / WG; q++) {{
-            let e = li + q * WG;
-            let k = k0 + e / BN;
-            let p = n0 + e % BN;
+            let k = k0 + brow + q * (WG / BN);
             var v = 0.0;
-            if (k < K && p < npix) {{
-                let ic = k / khw;
-                let rr = k - ic * khw;
-                let ky = rr / kw;
-                let kx = rr - ky * kw;
-                let oy = p / out_w;
-                let ox = p - oy * out_w;
-                let iy = i32(oy * sh + ky * dh) - pt;
-                let ix = i32(ox * sw + kx * dw) - pl;
+            if (k < K && pok) {{
+                let tb = 25u + 3u * k;
+                let iy = iy0 + i32(P[tb]);
+                let ix = ix0 + i32(P[tb + 1u]);
                 if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {{
-                    v = f32(X[xbase + (ic * in_h + u32(iy)) * in_w + u32(ix)]);
+                    v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);
                 }} else {{
                     v = padv;
                 }}
             }}
-            Bs[e] = {to_tile};
+            Bs[li + q * WG] = {to_tile};
         }}
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk += F) {{
