@@ -65,7 +65,8 @@ impl MmaCfg {
         self.warp_tiles().div_ceil(nsg)
     }
     pub fn shared_bytes(&self, f16_tiles: bool) -> u32 {
-        (self.bk * self.bm + self.bk * self.bn) * if f16_tiles { 2 } else { 4 } + self.bm * self.bn * 4
+        // As + Bs, then Cs with its scratch rows for surplus subgroups.
+        (self.bk * self.bm + self.bk * self.bn) * if f16_tiles { 2 } else { 4 } + (self.bm + self.wm * self.frag) * self.bn * 4
     }
     pub fn valid(&self) -> bool {
         let f = self.frag;

@@ -182,3 +182,28 @@ fn a_broken_shader_fails_here() {
     let m = naga::front::wgsl::parse_str(&bad).expect("still parses");
     assert!(Validator::new(ValidationFlags::all(), capabilities(true, true)).validate(&m).is_err(), "A x A validated");
 }
+
+#[test]
+fn cooperative_matrix_selection_and_tile_plans() {
+    use lucent_gpu::mma::{default_cfg, pick_frag, MmaMode};
+    use wgpu::{CooperativeMatrixProperties as Prop, CooperativeScalarType as S};
+    let p = |n: u32, ab: S, cr: S| Prop { m_size: n, n_size: n, k_size: n, ab_type: ab, cr_type: cr, saturating_accumulation: false };
+    // NVIDIA / AMD list 16x16x16 f16 -> f32 (among others): 16.
+    assert_eq!(pick_frag(&[p(16, S::F16, S::F16), p(16, S::F16, S::F32)]), Some(16));
+    // Metal lists 8x8: 8.
+    assert_eq!(pick_frag(&[p(8, S::F32, S::F32), p(8, S::F16, S::F32)]), Some(8));
+    // No f16 x f16 -> f32 shape we use: none (the FMA kernel runs).
+    assert_eq!(pick_frag(&[p(16, S::F16, S::F16), p(8, S::F32, S::F32)]), None);
+    assert_eq!(pick_frag(&[]), None);
+    let coop = MmaMode::Coop { sg_max: 32 };
+    // 48 KiB of workgroup memory (NVIDIA): the widest tile; WebGPU's default 16 KiB: a smaller one.
+    let big = wgpu::Limits { max_compute_workgroup_storage_size: 49152, ..wgpu::Limits::default() };
+    let c = default_cfg(&big, 16, false, coop).unwrap();
+    assert_eq!((c.bm, c.bn, c.bk), (64, 64, 32));
+    assert!(c.shared_bytes(true) > 16384);
+    let small = default_cfg(&wgpu::Limits::default(), 16, false, coop).unwrap();
+    assert!(small.shared_bytes(true) <= 16384 && small.bm < 64, "{small:?}");
+    // Warp tiles per subgroup: 4 warp tiles, 128 invocations: 1 each with 32-wide subgroups,
+    // 2 each with 64-wide ones (AMD wave64).
+    assert_eq!((c.warp_tiles(), c.per_subgroup(32), c.per_subgroup(64)), (4, 1, 2));
+}
