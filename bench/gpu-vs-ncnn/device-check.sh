@@ -23,6 +23,7 @@ mode=${1:-run}
 
 if [ "$mode" = prepare ]; then
   cargo build --release -p lucent-cli --bin lucent-native
+  rm -rf $D/bin $D/bin.tgz
   mkdir -p $D/bin $D/models/sr
   cp target/release/lucent-native $D/bin/ && strip $D/bin/lucent-native
   peer=$(node bench/gpu-vs-ncnn/side-by-side.mjs --fetch-only | tail -1)
@@ -32,6 +33,8 @@ if [ "$mode" = prepare ]; then
   ffmpeg -v error -y -i "$photo" -vf crop=128:128 -frames:v 1 $D/in-128.png
   ffmpeg -v error -y -i "$photo" -vf scale=1920:1080 -frames:v 1 $D/in-1080p.png
   ffmpeg -v error -y -i "$photo" -vf scale=4000:3000 -q:v 3 -frames:v 1 $D/in-12mp.jpg
+  # The binaries travel compressed (the device tool carries at most 64 MiB with the tree).
+  tar czf $D/bin.tgz -C $D bin && rm -r $D/bin
   du -sh $D
   [ -d .gl ] || echo "also stage the Vulkan loader as the device README says (.gl), then carry [\"$D\", \".gl\"]"
   exit 0
@@ -50,8 +53,9 @@ if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRI
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 nvidia-smi -L 2>/dev/null || true
-B=$D/bin/lucent-native
-P=$D/bin/upscayl-bin
+tar xzf $D/bin.tgz -C "$W"
+B=$W/bin/lucent-native
+P=$W/bin/upscayl-bin
 M=$D/models
 chmod +x $B $P
 echo "== 1. lucent bench --backend gpu (tensor cores where the adapter lists them)"
