@@ -207,3 +207,10 @@ fn cooperative_matrix_selection_and_tile_plans() {
     // 2 each with 64-wide ones (AMD wave64).
     assert_eq!((c.warp_tiles(), c.per_subgroup(32), c.per_subgroup(64)), (4, 1, 2));
 }
+
+#[test]
+#[ignore = "prints one cooperative-matrix kernel: cargo test --release -p lucent-gpu --test shaders -- --ignored --nocapture"]
+fn dump_coop_kernel() {
+    let v = shader_variants().into_iter().find(|v| v.0.contains(":coop-sg32:frag16:64x64x32")).unwrap();
+    println!("// {}\n{}", v.0, v.1);
+}
