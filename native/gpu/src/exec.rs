@@ -707,7 +707,7 @@ impl Prep {
             let sum: f64 = self.last_profile.iter().map(|t| t.ms).sum();
             let flop: f64 = self.last_profile.iter().map(|t| t.flop).sum();
             for t in &self.last_profile {
-                let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>7.2} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(15) };
+                let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>8.4} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(16) };
                 eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
             }
             eprintln!(
