@@ -14,7 +14,9 @@ import docs from './plugins/docs.js'
 import ops from './plugins/ops.js'
 import api from './routes/index.js'
 import cluster from './plugins/cluster.js'
+import cancelRelay from './plugins/cancel-relay.js'
 import lifecycle from './plugins/lifecycle.js'
+import webhooks from './plugins/webhooks.js'
 import playground from './playground.js'
 
 export type { Lucent } from './context.js'
@@ -37,6 +39,8 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   if (role.servesApi) await app.register(api)         // routes/           jobs, uploads, signed files, models
   if (role.servesApi && config.playground) await app.register(playground) // playground.ts the web page at / (playground/)
   await app.register(cluster)                         // plugins/cluster.ts an embedded cluster's primary / child wiring
+  await app.register(cancelRelay)                     // plugins/cancel-relay.ts cancels reach workers on other hosts (Redis)
   await app.register(lifecycle)                       // plugins/lifecycle.ts start (runner, engine, recovery) and stop
+  await app.register(webhooks)                        // plugins/webhooks.ts  webhook delivery from the outbox (webhooks/)
   return app
 }

@@ -27,7 +27,7 @@ const Common = {
 }
 
 export const PhotoPriceClass = Type.Enum(['enhance', 'generative_portrait', 'generative'])
-export const VideoPriceClass = Type.Enum(['standard', 'premium'])
+export const VideoPriceClass = Type.Enum(['standard', 'premium', 'interp'])
 export type PhotoPriceClass = Static<typeof PhotoPriceClass>
 export type VideoPriceClass = Static<typeof VideoPriceClass>
 

@@ -1,22 +1,22 @@
 /**
- * The `lucent` CLI.
- *   lucent serve [--role gateway|worker|all]   serve (PORT, HOST, DATA_DIR, LUCENT_* : see server/config.ts); --role
- *                                              overrides LUCENT_ROLE: gateway = HTTP API only, worker = runs jobs
- *                                              from the shared queue (LUCENT_REDIS_URL), all = both (default)
- *   (keys: against LUCENT_DATABASE_URL when set, else DATA_DIR/lucent.db)
- *   lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R]
- *                                              prints the new key alone on the last line (shown only this once)
- *   lucent keys list                           id, balance, trial left, expiry, rate, revoked
- *   lucent keys revoke KEY                     KEY: the key itself, its id (k_...), or an unambiguous id/hash prefix
- *   lucent keys topup KEY N                    adds N coins (ledger row 'topup')
- *   lucent models list|fetch|verify [...]       model files (server/models/cli.ts: --dir --mirror --all --force ...)
- *   lucent bench --model NAME --input FILE [--backend cpu|gpu] [--runs N] [--json]
- *                                              times the engine alone (the Rust `lucent-native bench` binary)
+ * The `lucent` command line (commander: `lucent --help`, `lucent <command> --help`, `--version`, errors for
+ * unknown commands and options with exit status 2):
+ *   serve      the service (roles: all, gateway, worker)
+ *   keys       API keys: create (the webhook secret, then the key alone on the LAST line: scripts read it), update
+ *              (webhook URL / new signing secret), list, revoke, topup
+ *   models     model files: list, fetch, verify (server/models/cli.ts)
+ *   enhance    the engine in this process on files, folders and globs (server/enhance/)
+ *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
+ * Output formats of existing commands are kept as they were: other tools parse them.
  */
-import { parseArgs } from 'node:util'
+import fs from 'node:fs'
+import { Command, CommanderError, Option } from 'commander'
 import { loadConfig, type Config } from './config.js'
 import { openStore } from './backends.js'
 import { hashKey, newApiKey } from './auth.js'
+import type { ApiKey as ApiKeyRow, Store } from './store/types.js'
+import { newWebhookSecret } from './webhooks/signing.js'
+import { checkCallbackUrl } from './webhooks/target.js'
 
 function die(msg: string): never {
   process.stderr.write(`lucent: ${msg}\n`)
@@ -33,11 +33,10 @@ function intArg(v: string | undefined, name: string, def?: number): number {
   return n
 }
 
-async function serve(args: string[]) {
-  const { values } = parseArgs({ args, options: { role: { type: 'string' } } })
+async function serve(opts: { role?: string }) {
   let config
   try {
-    config = loadConfig(values.role ? { ...process.env, LUCENT_ROLE: values.role } : process.env)
+    config = loadConfig(opts.role ? { ...process.env, LUCENT_ROLE: opts.role } : process.env)
   } catch (e) {
     die((e as Error).message)
   }
@@ -126,73 +125,95 @@ async function servePrimary(config: Config) {
   process.on('SIGINT', () => stop(0))
 }
 
-async function keys(args: string[]) {
-  const [sub, ...rest] = args
+/** A --webhook value: undefined when not given, null when empty (clears), else the checked callback URL. */
+async function webhookUrl(raw: string | undefined, config: Config): Promise<string | null | undefined> {
+  if (raw === undefined) return undefined
+  if (raw.trim() === '') return null
+  const c = await checkCallbackUrl(raw.trim(), config.fetchAllow)
+  if (!c.ok) die(`--webhook: ${c.detail}`)
+  return c.url
+}
+
+/** Runs `fn` with the key store (LUCENT_DATABASE_URL, else DATA_DIR/lucent.db), closed afterwards. */
+async function withStore(fn: (store: Store, resolve: (ref: string) => Promise<ApiKeyRow>) => Promise<void>) {
   const config = loadConfig()
-  let store: Awaited<ReturnType<typeof openStore>>
+  let store: Store
   try {
     store = await openStore(config)
   } catch (e) {
     die(`cannot open the store: ${(e as Error).message}`)
   }
-  const resolve = async (ref: string | undefined) => {
-    if (!ref) die('KEY is required')
+  const resolve = async (ref: string) => {
     const k = (await store.keyByHash(hashKey(ref))) ?? (await store.findKey(ref))
     if (!k) die(`no such key: ${ref}`)
     return k
   }
   try {
-    switch (sub) {
-      case 'create': {
-        const { values } = parseArgs({ args: rest, options: { coins: { type: 'string' }, trial: { type: 'string' }, expires: { type: 'string' }, rate: { type: 'string' } } })
-        const coins = intArg(values.coins, 'coins')
-        const trial = intArg(values.trial, 'trial', 0)
-        let expiresAt: number | null = null
-        if (values.expires !== undefined) {
-          expiresAt = Date.parse(values.expires)
-          if (!Number.isFinite(expiresAt)) die('--expires must be an ISO 8601 date/time')
-        }
-        let rate: number | null = null
-        if (values.rate !== undefined) {
-          rate = Number(values.rate)
-          if (!Number.isFinite(rate) || rate <= 0) die('--rate must be a positive number (requests per second)')
-        }
-        const k = newApiKey()
-        await store.createKey({ id: k.id, hash: k.hash, coins, trial, expiresAt, rate })
-        process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'}\n`)
-        process.stdout.write('the key is shown only this once:\n')
-        process.stdout.write(`${k.key}\n`)
-        break
-      }
-      case 'list': {
-        const all = await store.listKeys()
-        process.stdout.write('id\tcoins\ttrial_left\texpires\trate\trevoked\tcreated\n')
-        for (const k of all) {
-          process.stdout.write([k.id, k.coins, `${k.trialLeft}/${k.trialTotal}`, k.expiresAt ? new Date(k.expiresAt).toISOString() : '-',
-            k.rate ?? '-', k.revoked ? 'yes' : 'no', new Date(k.createdAt).toISOString()].join('\t') + '\n')
-        }
-        break
-      }
-      case 'revoke': {
-        const k = await resolve(rest[0])
-        await store.revokeKey(k.id)
-        process.stdout.write(`revoked ${k.id}\n`)
-        break
-      }
-      case 'topup': {
-        const k = await resolve(rest[0])
-        const n = intArg(rest[1], 'N')
-        const after = await store.topup(k.id, n)
-        process.stdout.write(`${k.id}: +${n} coins, balance ${after?.coins}\n`)
-        break
-      }
-      default:
-        die('usage: lucent keys create --coins N [--trial N] [--expires ISO8601] [--rate R] | list | revoke KEY | topup KEY N')
-    }
+    await fn(store, resolve)
   } finally {
     await store.close()
   }
 }
+
+async function keysCreate(o: { coins?: string; trial?: string; expires?: string; rate?: string; webhook?: string }) {
+  const coins = intArg(o.coins, 'coins')
+  const trial = intArg(o.trial, 'trial', 0)
+  let expiresAt: number | null = null
+  if (o.expires !== undefined) {
+    expiresAt = Date.parse(o.expires)
+    if (!Number.isFinite(expiresAt)) die('--expires must be an ISO 8601 date/time')
+  }
+  let rate: number | null = null
+  if (o.rate !== undefined) {
+    rate = Number(o.rate)
+    if (!Number.isFinite(rate) || rate <= 0) die('--rate must be a positive number (requests per second)')
+  }
+  const url = await webhookUrl(o.webhook, loadConfig())
+  await withStore(async (store) => {
+    const k = newApiKey()
+    const secret = newWebhookSecret()
+    await store.createKey({ id: k.id, hash: k.hash, coins, trial, expiresAt, rate })
+    await store.webhooks.setKeyWebhook(k.id, { url: url ?? null, secret })
+    process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'} webhook=${url ?? 'none'}\n`)
+    process.stdout.write('the webhook signing secret, then the key (last line), are shown only this once:\n')
+    process.stdout.write(`${secret}\n`)
+    process.stdout.write(`${k.key}\n`)
+  })
+}
+
+const keysList = () => withStore(async (store) => {
+  const all = await store.listKeys()
+  process.stdout.write('id\tcoins\ttrial_left\texpires\trate\trevoked\tcreated\n')
+  for (const k of all) {
+    process.stdout.write([k.id, k.coins, `${k.trialLeft}/${k.trialTotal}`, k.expiresAt ? new Date(k.expiresAt).toISOString() : '-',
+      k.rate ?? '-', k.revoked ? 'yes' : 'no', new Date(k.createdAt).toISOString()].join('\t') + '\n')
+  }
+})
+
+async function keysUpdate(ref: string, o: { webhook?: string; webhookSecret?: boolean }) {
+  const url = await webhookUrl(o.webhook, loadConfig())
+  if (url === undefined && !o.webhookSecret) die('keys update: give --webhook URL (empty to clear) and/or --webhook-secret')
+  await withStore(async (store, resolve) => {
+    const k = await resolve(ref)
+    const secret = o.webhookSecret ? newWebhookSecret() : undefined
+    const after = await store.webhooks.setKeyWebhook(k.id, { url, secret })
+    process.stdout.write(`updated ${k.id}: webhook=${after.url ?? 'none'} secret=${after.secret ? 'set' : 'none'}\n`)
+    if (secret) process.stdout.write(`the new webhook signing secret (shown only this once; the old one no longer signs):\n${secret}\n`)
+  })
+}
+
+const keysRevoke = (ref: string) => withStore(async (store, resolve) => {
+  const k = await resolve(ref)
+  await store.revokeKey(k.id)
+  process.stdout.write(`revoked ${k.id}\n`)
+})
+
+const keysTopup = (ref: string, n: string) => withStore(async (store, resolve) => {
+  const k = await resolve(ref)
+  const coins = intArg(n, 'N')
+  const after = await store.topup(k.id, coins)
+  process.stdout.write(`${k.id}: +${coins} coins, balance ${after?.coins}\n`)
+})
 
 /** `lucent bench ...` and `lucent native ...` run the release `lucent-native` binary built next to the addon. */
 async function native(args: string[]) {
@@ -210,12 +231,115 @@ async function native(args: string[]) {
   process.exit(r.status ?? 1)
 }
 
-const [cmd, ...args] = process.argv.slice(2)
-if (cmd === 'serve') await serve(args)
-else if (cmd === 'keys') await keys(args)
-else if (cmd === 'models') {
-  const { runModelsCli } = await import('./models/index.js')
-  process.exitCode = await runModelsCli(args)
-} else if (cmd === 'bench') await native(['bench', ...args])
-else if (cmd === 'native') await native(args)
-else die('usage: lucent serve | keys create|list|revoke|topup ... | models list|fetch|verify | bench --model NAME --input FILE')
+const version = (JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
+
+const program = new Command('lucent')
+  .description('Lucent: self-hosted photo and video enhancement (API service, key and model administration, batch CLI)')
+  .version(version, '-V, --version', 'print the version')
+  .exitOverride()
+  .showSuggestionAfterError(true)
+  .showHelpAfterError('(add --help for usage)')
+  .addHelpText('after', `
+Environment: DATA_DIR, LUCENT_DATABASE_URL, LUCENT_MODEL_DIR, LUCENT_BACKEND ... (see README, Configuration).
+
+Examples:
+  lucent serve
+  lucent keys create --coins 1000
+  lucent models fetch
+  lucent enhance photos/ --recursive --model general_4x --out upscaled/`)
+
+program.command('serve')
+  .description('serve the API (PORT, HOST, DATA_DIR, LUCENT_*: see server/config.ts)')
+  .addOption(new Option('--role <role>', 'overrides LUCENT_ROLE: gateway = HTTP API only, worker = runs jobs from the shared queue (LUCENT_REDIS_URL), all = both')
+    .choices(['all', 'gateway', 'worker']).default(undefined, '$LUCENT_ROLE, else all'))
+  .addHelpText('after', '\nExamples:\n  lucent serve\n  LUCENT_REDIS_URL=redis://q:6379 lucent serve --role worker')
+  .action((o: { role?: string }) => serve(o))
+
+const keys = program.command('keys')
+  .description('API keys (against LUCENT_DATABASE_URL when set, else DATA_DIR/lucent.db)')
+  .addHelpText('after', '\nExamples:\n  lucent keys create --coins 1000 --trial 3\n  lucent keys list\n  lucent keys topup k_3f2a 500\n  lucent keys revoke k_3f2a')
+keys.command('create')
+  .description('create a key; prints it alone on the last line (shown only this once)')
+  .option('--coins <N>', 'coins on the key (required)')
+  .option('--trial <N>', 'free trial jobs', '0')
+  .option('--expires <ISO8601>', 'expiry date/time (default: never)')
+  .option('--rate <R>', 'requests per second for this key (default: LUCENT_RATE_PER_SEC)')
+  .option('--webhook <URL>', 'default webhook URL of the key\'s jobs (a signing secret is made either way)')
+  .addHelpText('after', '\nPrints the webhook signing secret (whsec_...) on the line before the key.\n'
+    + '\nExample:\n  KEY=$(lucent keys create --coins 1000 --expires 2027-01-01T00:00:00Z | tail -n 1)')
+  .action((o: { coins?: string; trial?: string; expires?: string; rate?: string; webhook?: string }) => keysCreate(o))
+keys.command('update')
+  .description('set or clear the key\'s default webhook URL, or make a new signing secret (printed on the last line)')
+  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
+  .option('--webhook <URL>', 'default webhook URL (\'\' clears it)')
+  .option('--webhook-secret', 'a new webhook signing secret (the old one no longer signs)')
+  .addHelpText('after', '\nExample:\n  lucent keys update k_3f2a --webhook https://example.com/hooks --webhook-secret')
+  .action((ref: string, o: { webhook?: string; webhookSecret?: boolean }) => keysUpdate(ref, o))
+keys.command('list')
+  .description('id, balance, trial left, expiry, rate, revoked, created (tab-separated)')
+  .action(() => keysList())
+keys.command('revoke')
+  .description('revoke a key')
+  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
+  .action((ref: string) => keysRevoke(ref))
+keys.command('topup')
+  .description("add coins (ledger row 'topup')")
+  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
+  .argument('<N>', 'coins to add')
+  .action((ref: string, n: string) => keysTopup(ref, n))
+
+const models = program.command('models')
+  .description('model files: state, fetch (upstream or a mirror, sha256-checked), verify')
+  .addHelpText('after', '\nExamples:\n  lucent models fetch\n  LUCENT_MODEL_MIRROR=../shared/models lucent models fetch --all\n  lucent models verify --quick')
+const modelsCmd = (name: string, description: string, extra: (c: Command) => Command) => extra(models.command(name)
+  .description(description)
+  .argument('[model...]', 'model stems or files (default: models/required.json, or every file with --all)')
+  .option('--dir <dir>', 'model directory (default $LUCENT_MODEL_DIR or ./data/models)')
+  .option('--all', 'every file in the manifest'))
+  .action(async (names: string[], o: Record<string, string | boolean | undefined>) => {
+    const { runModelsCli } = await import('./models/index.js')
+    const flags = Object.entries(o).flatMap(([k, v]) => v === undefined || v === false ? [] : v === true ? [`--${k}`] : [`--${k}`, v])
+    process.exitCode = await runModelsCli([name, ...flags, ...names])
+  })
+modelsCmd('list', 'state, size, source and licence of each model file', (c) => c)
+modelsCmd('fetch', 'fetch missing or invalid files (mirror first, then upstream), sha256-checked, stored atomically', (c) => c
+  .option('--mirror <dir>', 'local mirror tried before upstream (default $LUCENT_MODEL_MIRROR)')
+  .option('--force', 're-fetch files that are already valid')
+  .option('--offline', 'mirror only, no upstream downloads'))
+modelsCmd('verify', 'check sizes and sha256 of the model files', (c) => c
+  .option('--quick', 'sizes only, no hashing'))
+
+const enhance = await import('./enhance/command.js')
+if (process.argv.slice(2).includes('enhance')) await enhance.loadCatalog() // its help lists the models
+program.addCommand(enhance.enhanceCommand().copyInheritedSettings(program))
+
+program.command('bench')
+  .description('time the engine alone (the Rust `lucent-native bench` binary built by npm run build:native)')
+  .requiredOption('-m, --model <names>', 'catalog names, comma-separated (video:NAME for a video model)')
+  .requiredOption('-i, --input <files>', 'input images, comma-separated')
+  .option('-b, --backend <list>', 'cpu, gpu, auto, comma-separated')
+  .option('-n, --runs <N>', 'timed runs', '3')
+  .option('--tile <N>', 'tile side in input px')
+  .option('--threads <N>', 'CPU backend threads')
+  .option('--model-dir <dir>', 'model directory (default $LUCENT_MODEL_DIR)')
+  .option('--json', 'figures as JSON')
+  .addHelpText('after', '\nExample:\n  lucent bench --model general_4x,generative_4x --input photo.jpg --backend cpu,gpu --runs 3')
+  .action((o: Record<string, string | boolean | undefined>) => {
+    const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+    return native(['bench', ...Object.entries(o).flatMap(([k, v]) => v === undefined || v === false ? [] : v === true ? [`--${flag(k)}`] : [`--${flag(k)}`, v])])
+  })
+
+program.command('native')
+  .description('run the `lucent-native` binary with these arguments (bench, run, catalog; `lucent native help`)')
+  .argument('[args...]', 'its arguments')
+  .allowUnknownOption()
+  .helpOption(false)
+  .action((args: string[]) => native(args))
+
+try {
+  await program.parseAsync(process.argv)
+} catch (e) {
+  if (!(e instanceof CommanderError)) throw e
+  // help and --version exit 0; usage errors 2 (as the commands' own checks)
+  process.exit(e.exitCode === 0 ? 0 : 2)
+}

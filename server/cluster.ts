@@ -21,6 +21,8 @@
  *     more than its bucket: unspent leased tokens lapse, they are never handed out twice.
  *   - job changes (progress, completion, failure) are broadcast, so children keep converting jobs' task-status
  *     answers exactly (server/jobs/status.ts).
+ *   - a cancel made by a child (POST /api/task-cancel: the job ended in the shared SQLite store) is sent to the
+ *     primary, which stops the job's run at once (JobLifecycle.endedElsewhere: engine aborted, ffmpeg killed).
  *   - engine state (for /healthz, /readyz, /metrics): broadcast by the primary with the queue depth; a child's
  *     /metrics adds the primary's job families (lucent_job_*, lucent_jobs_total), asked for on each scrape.
  * A child that dies is forked again; when the primary dies the children stop (the IPC channel closes).
@@ -56,6 +58,8 @@ type Message =
   | { t: 'listening'; address: string }
   /** a job's state changed (progress, completion, failure): kept task-status answers are dropped */
   | { t: 'job'; id: string }
+  /** child -> primary: a child ended this job (cancel); its run on the primary must stop */
+  | { t: 'ended'; id: string }
 
 const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== null && typeof (m as { t?: unknown }).t === 'string'
 
@@ -68,6 +72,7 @@ export class ClusterHub {
     if (!isMessage(m)) return
     if (m.t === 'req') this.answer(w, m.rid, m.req)
     else if (m.t === 'job') this.jobChanged(m.id)
+    else if (m.t === 'ended') this.src.ended?.(m.id)
   }
 
   constructor(private readonly src: {
@@ -78,6 +83,8 @@ export class ClusterHub {
     rate: Pick<RateLimiter, 'grant'>
     /** Prometheus text of the job metrics (recorded here, where jobs run). */
     metrics: () => Promise<string>
+    /** A child ended (canceled) this job: stop its run here. */
+    ended?: (jobId: string) => void
   }) {}
 
   private onOnline = (w: Worker) => this.send(w, { t: 'state', state: this.src.state() })
@@ -185,6 +192,11 @@ export class ClusterLink {
    *  every child. */
   jobChanged(id: string): void {
     this.proc.send?.({ t: 'job', id } satisfies Message)
+  }
+
+  /** This child ended a job (cancel): the primary stops its run. */
+  jobEnded(id: string): void {
+    this.proc.send?.({ t: 'ended', id } satisfies Message)
   }
 
   request<T>(req: Request): Promise<T> {

@@ -27,6 +27,9 @@
  * | LUCENT_FETCH_MAX_BYTES     | 268435456 (256 MiB)   | Max bytes fetched for a photo |
  * | LUCENT_FETCH_MAX_VIDEO_BYTES | 1073741824 (1 GiB)  | Max bytes fetched for a video / upload |
  * | LUCENT_FETCH_TIMEOUT_MS    | 30000                 | Total deadline for fetching a user URL |
+ * | LUCENT_OUTPUT_PUT_ATTEMPTS | 3                     | Tries of the PUT to a job's output_put_url (retried on no answer, 408, 429, 5xx) |
+ * | LUCENT_OUTPUT_PUT_BACKOFF_MS | 1000                | Wait before the second try of that PUT (doubling each time) |
+ * | LUCENT_OUTPUT_PUT_TIMEOUT_MS | 120000              | Deadline of one try of that PUT |
  * | LUCENT_UPLOAD_MAX_BYTES    | 1073741824 (1 GiB)    | Max size of one upload (PUT or multipart) |
  * | LUCENT_JOB_TIMEOUT_MS      | 1800000 (30 min)      | A job running longer is aborted (ERROR 100500007, refunded) |
  * | LUCENT_JOB_MAX_ATTEMPTS    | 3                     | A job restarted this many times (crashes) ends in ERROR, refunded |
@@ -45,6 +48,13 @@
  * | LUCENT_QUEUE_STALLED_MS    | 15000                 | BullMQ stalled-job check interval |
  * | LUCENT_QUEUE_BACKOFF_MS    | 2000                  | First retry delay of a job whose run threw (exponential) |
  * | LUCENT_PLAYGROUND          | 1                     | 0: no web playground at / (server/playground.ts); API roles only |
+ * | LUCENT_WEBHOOK_TIMEOUT_MS  | 10000                 | Deadline of one webhook POST (connect + answer) |
+ * | LUCENT_WEBHOOK_MAX_AGE_MS  | 86400000 (24 h)       | Retries of an undelivered event continue this long (from the event or its replay) |
+ * | LUCENT_WEBHOOK_BACKOFF_MS  | 5000                  | First retry delay; doubles per attempt (with jitter), at most LUCENT_WEBHOOK_BACKOFF_MAX_MS |
+ * | LUCENT_WEBHOOK_BACKOFF_MAX_MS | 3600000 (1 h)      | Longest delay between two attempts |
+ * | LUCENT_WEBHOOK_CONCURRENCY | 16                    | Webhook POSTs in flight per process |
+ * | LUCENT_WEBHOOK_KEY_CONCURRENCY | 2                 | Webhook POSTs in flight per process for one key (a slow receiver holds only these) |
+ * | LUCENT_WEBHOOK_POLL_MS     | 1000                  | How often a process looks for due deliveries (also woken by its own job events) |
  *
  * Model files (`lucent models ...` and the start-up check; `modelSettings()` reads only these):
  * | LUCENT_MODEL_MIRROR        | (unset)               | Local folder laid out like shared/models, tried before upstream |
@@ -69,6 +79,17 @@ export interface VideoSettings {
   preset: string
   batchMb: number
   tmpDir: string
+}
+
+/** Webhook delivery (server/webhooks/). Private callback addresses are refused unless in LUCENT_FETCH_ALLOW. */
+export interface WebhookSettings {
+  timeoutMs: number
+  maxAgeMs: number
+  backoffMs: number
+  backoffMaxMs: number
+  concurrency: number
+  keyConcurrency: number
+  pollMs: number
 }
 
 /** Where model files live and come from (server/models/). */
@@ -101,6 +122,8 @@ export interface Config {
   fetchMaxBytes: number
   fetchMaxVideoBytes: number
   fetchTimeoutMs: number
+  /** The PUT of a result to a job's output_put_url (server/jobs/output-put.ts). */
+  outputPut: { attempts: number; backoffMs: number; timeoutMs: number }
   uploadMaxBytes: number
   jobTimeoutMs: number
   jobMaxAttempts: number
@@ -117,6 +140,7 @@ export interface Config {
   s3: S3Config | null
   /** Serve the web playground at / and /playground (server/playground.ts). */
   playground: boolean
+  webhooks: WebhookSettings
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number {
@@ -222,6 +246,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     fetchMaxBytes: int(env, 'LUCENT_FETCH_MAX_BYTES', 256 * 1024 * 1024, 1),
     fetchMaxVideoBytes: int(env, 'LUCENT_FETCH_MAX_VIDEO_BYTES', 1024 * 1024 * 1024, 1),
     fetchTimeoutMs: int(env, 'LUCENT_FETCH_TIMEOUT_MS', 30_000, 1),
+    outputPut: {
+      attempts: int(env, 'LUCENT_OUTPUT_PUT_ATTEMPTS', 3, 1),
+      backoffMs: int(env, 'LUCENT_OUTPUT_PUT_BACKOFF_MS', 1000, 0),
+      timeoutMs: int(env, 'LUCENT_OUTPUT_PUT_TIMEOUT_MS', 120_000, 1),
+    },
     uploadMaxBytes: int(env, 'LUCENT_UPLOAD_MAX_BYTES', 1024 * 1024 * 1024, 1),
     jobTimeoutMs: int(env, 'LUCENT_JOB_TIMEOUT_MS', 30 * 60_000, 1),
     jobMaxAttempts: int(env, 'LUCENT_JOB_MAX_ATTEMPTS', 3, 1),
@@ -236,6 +265,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     queueBackoffMs: int(env, 'LUCENT_QUEUE_BACKOFF_MS', 2000, 0),
     s3: s3Config(env),
     playground: flag(env, 'LUCENT_PLAYGROUND', true),
+    webhooks: {
+      timeoutMs: int(env, 'LUCENT_WEBHOOK_TIMEOUT_MS', 10_000, 100),
+      maxAgeMs: int(env, 'LUCENT_WEBHOOK_MAX_AGE_MS', 24 * 3600_000, 0),
+      backoffMs: int(env, 'LUCENT_WEBHOOK_BACKOFF_MS', 5000, 10),
+      backoffMaxMs: int(env, 'LUCENT_WEBHOOK_BACKOFF_MAX_MS', 3600_000, 10),
+      concurrency: int(env, 'LUCENT_WEBHOOK_CONCURRENCY', 16, 1),
+      keyConcurrency: int(env, 'LUCENT_WEBHOOK_KEY_CONCURRENCY', 2, 1),
+      pollMs: int(env, 'LUCENT_WEBHOOK_POLL_MS', 1000, 10),
+    },
   }
   return { ...cfg, ...overrides }
 }

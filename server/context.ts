@@ -13,6 +13,7 @@ import type { ProcessRole } from './roles/index.js'
 import type { WorkerInfo } from './roles/registry.js'
 import { EnginePool, type EngineState } from './engine/pool.js'
 import { JobLifecycle } from './jobs/lifecycle.js'
+import { EtaModel } from './jobs/eta.js'
 import { StatusAnswers } from './jobs/status.js'
 import { loadPrices, type Prices } from './pricing.js'
 import { Authenticator } from './auth.js'
@@ -50,14 +51,19 @@ declare module 'fastify' {
 
 export const ok = <T>(data: T) => ({ code: 200 as const, message: 'OK' as const, data })
 
-export const RETENTION_MS = 7 * 24 * 3600 * 1000
+export { RETENTION_MS } from './jobs/status.js'
 
 export function createLucent(config: Config, role: ProcessRole, backends: Backends, log: FastifyBaseLogger): Lucent {
   const { store, storage, queue, registry } = backends
   const pool = role.runsJobs
     ? new EnginePool({ workers: config.workers, modelDir: config.modelDir, threads: config.engineThreads, backend: config.backend, adapter: config.adapter })
     : null
-  const jobs = new JobLifecycle({ store, queue, log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts })
+  // time estimates from the throughput measured on this process's engine backend (server/jobs/eta.ts)
+  const eta = role.runsJobs ? new EtaModel(store, () => {
+    const e = lucent.engine
+    return e.state === 'ready' && e.info && 'backend' in e.info ? e.info.backend : null
+  }) : undefined
+  const jobs = new JobLifecycle({ store, queue, log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts, eta })
   const startedAt = Date.now()
   const lucent: Lucent = {
     config, role, store, storage, queue, backends, pool, jobs,

@@ -9,6 +9,13 @@
  * - signed links/uploads with a bad signature, a wrong Content-Type or past expiry -> HTTP 403, 100403001
  * - fetched bytes that are not a supported image (photo)     -> 110400007; not a usable video -> 110400008
  * - ffprobe missing                                          -> 100500005 "Configuration error"
+ * Extension codes (not in api.md; README "API extensions"):
+ * - 110400014: the error_code of a job canceled by POST /api/task-cancel (status ERROR, reason "canceled")
+ * - 110409000: task-cancel of a job that has already finished (HTTP 409)
+ * - 110409001: an Idempotency-Key reused with another request body (HTTP 409)
+ * - webhooks (extension): a callback_url that is not an http(s) URL or does not resolve -> 110400020; one that
+ *   points at a private address (not in LUCENT_FETCH_ALLOW) -> 110400021; a callback for a key without a
+ *   signing secret -> 110400022; an unknown (or another key's) delivery id -> 110400023
  */
 import type { EngineErrorCode } from './engine/addon.js'
 
@@ -40,12 +47,23 @@ export const ERRORS = {
   110400009: { status: 400, message: 'The input resolution is over limit' },
   110400010: { status: 400, message: 'The target resolution is over limit' },
   110400011: { status: 400, message: 'The video duration is over limit' },
+  110400014: { status: 400, message: 'The task was canceled' },
+  // webhooks (extension; server/webhooks/)
+  110400020: { status: 400, message: 'The callback URL is not valid' },
+  110400021: { status: 400, message: 'The callback URL points at a private address' },
+  110400022: { status: 400, message: 'The key has no webhook secret' },
+  110400023: { status: 400, message: 'The webhook delivery does not exist' },
   110402000: { status: 402, message: 'The coins are not enough' },
   110402001: { status: 402, message: 'The coins are not enough' },
   110402004: { status: 402, message: 'The Demo try times exceeded' },
+  110409000: { status: 409, message: 'The task has already finished' },
+  110409001: { status: 409, message: 'The Idempotency-Key was used with another request' },
 } as const satisfies Record<number, ErrorDef>
 
 export type ErrorCode = keyof typeof ERRORS
+
+/** The error_code of a canceled job (task-status: status ERROR, reason "canceled"). */
+export const CANCELED_CODE: ErrorCode = 110400014
 
 /** The code used when the work queue is full (answered with HTTP 503 + Retry-After). */
 export const QUEUE_FULL_CODE: ErrorCode = 100500007
@@ -55,20 +73,24 @@ export class ApiError extends Error {
   readonly status: number
   readonly detail?: string
   readonly headers?: Record<string, string>
-  constructor(code: ErrorCode, opts: { detail?: string; status?: number; headers?: Record<string, string> } = {}) {
+  /** Shown to the client as the body's extra `detail` field (only errors of new request fields set it, so
+   *  the answers of old requests stay as they were). */
+  readonly hint?: string
+  constructor(code: ErrorCode, opts: { detail?: string; status?: number; headers?: Record<string, string>; hint?: string } = {}) {
     super(opts.detail ?? ERRORS[code].message)
     this.name = 'ApiError'
     this.errorCode = code
     this.status = opts.status ?? ERRORS[code].status
     this.detail = opts.detail
     this.headers = opts.headers
+    this.hint = opts.hint
   }
 }
 
 /** Error body with all four fields every known client reads. `message` is the spec text. */
-export function errorBody(code: ErrorCode) {
+export function errorBody(code: ErrorCode, hint?: string) {
   const message = ERRORS[code].message
-  return { error_code: code, message, code, msg: message }
+  return hint === undefined ? { error_code: code, message, code, msg: message } : { error_code: code, message, code, msg: message, detail: hint }
 }
 
 /** The addon's stable engine codes (native/core/src/error.rs, `EngineErrorCode` of @lucent/native) -> the API's

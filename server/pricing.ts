@@ -6,7 +6,10 @@
  *   {"enhance": [[8, 10], [12, 20], [24, 30], [48, 70], [108, 140], [216, 240], [null, 480]]}
  * Photo tables: [upper bound in output megapixels (exclusive; null = no bound), coins] in ascending order.
  * Video: coins per output second by target tier at <= 30 fps; `fpsOver30Factor` above 30 fps, `premiumFactor`
- * for the premium video class (ultrahd_restore / generative).
+ * for the premium video class (ultrahd_restore / generative), `interpFactor` for frame_interpolation. Frame
+ * interpolation (`fps` / `slowmo`, server/video/interp.ts) is priced by its output: the output's seconds (x
+ * slowmo) at the output rate, `fpsOver60Factor` instead of `fpsOver30Factor` above 60 fps (frames made by
+ * interpolation only: a source above 60 fps, not interpolated, keeps compat.md's 30-60 band price).
  */
 import fs from 'node:fs'
 import { PhotoPriceClass, type VideoPriceClass } from './catalog.js'
@@ -15,7 +18,11 @@ type Tiers = Array<[number | null, number]>
 export interface Prices extends Record<PhotoPriceClass, Tiers> {
   video: { '720p': number; '1080p': number; '2k': number; '4k': number; '8k': number }
   fpsOver30Factor: number
+  /** Interpolated output above 60 fps (up to 120). */
+  fpsOver60Factor: number
   premiumFactor: number
+  /** The `interp` video class (frame_interpolation alone). */
+  interpFactor: number
 }
 
 const DEFAULT_PRICES: Prices = {
@@ -24,7 +31,9 @@ const DEFAULT_PRICES: Prices = {
   generative: [[8, 50], [12, 60], [24, 80], [null, 150]],
   video: { '720p': 10, '1080p': 15, '2k': 20, '4k': 25, '8k': 33 },
   fpsOver30Factor: 2,
+  fpsOver60Factor: 4,
   premiumFactor: 2,
+  interpFactor: 1,
 }
 
 export function loadPrices(file?: string): Prices {
@@ -58,9 +67,13 @@ export function videoTier(width: number, height: number): keyof Prices['video'] 
   return '8k'
 }
 
-export function videoPrice(prices: Prices, priceClass: VideoPriceClass, width: number, height: number, fps: number, seconds: number): number {
+/** Coins for `seconds` of output at `fps` (`interpolated`: the frames are made by interpolation, which
+ *  prices above 60 fps by `fpsOver60Factor`). */
+export function videoPrice(prices: Prices, priceClass: VideoPriceClass, width: number, height: number, fps: number, seconds: number, interpolated = false): number {
   let perSec = prices.video[videoTier(width, height)]
-  if (fps > 30) perSec *= prices.fpsOver30Factor
+  if (interpolated && fps > 60) perSec *= prices.fpsOver60Factor
+  else if (fps > 30) perSec *= prices.fpsOver30Factor
   if (priceClass === 'premium') perSec *= prices.premiumFactor
+  if (priceClass === 'interp') perSec *= prices.interpFactor
   return Math.max(1, Math.ceil(perSec * seconds))
 }

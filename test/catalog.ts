@@ -22,7 +22,7 @@ t.test('the API names, in API order, as the request schemas list them', async (t
     'generative_1x', 'generative_2x', 'generative_4x', 'sharpen_denoise', 'detail_denoise',
   ])
   t.same(VIDEO_MODEL_NAMES, ['face_soft_2x', 'portrait_restore_1x', 'portrait_restore_2x', 'general_restore_1x', 'general_restore_2x',
-    'general_restore_4x', 'ultrahd_restore_2x', 'generative_1x'])
+    'general_restore_4x', 'ultrahd_restore_2x', 'generative_1x', 'frame_interpolation'])
   t.equal(photoModel('detail_denoise')?.name, 'detail_denoise_1x', 'aliases resolve to the catalog name')
   t.equal(photoModel('general_restore_2x'), undefined, 'a video name is not a photo model')
   t.equal(videoModel('general_4x'), undefined)
@@ -35,7 +35,8 @@ t.test('scales, price classes and limits (api.md Limits, compat.md prices)', asy
   t.match(photoModel('sharpen_denoise_1x'), { scale: 1, priceClass: 'enhance' })
   for (const name of VIDEO_MODEL_NAMES) {
     t.match(videoModel(name), { limits: { maxOutMP: 36, minSeconds: 0.5, maxSeconds: 3600 } }, `${name} limits`)
-    t.equal(videoModel(name)!.priceClass, name === 'ultrahd_restore_2x' || name === 'generative_1x' ? 'premium' : 'standard', `${name} price class`)
+    const cls = name === 'ultrahd_restore_2x' || name === 'generative_1x' ? 'premium' : name === 'frame_interpolation' ? 'interp' : 'standard'
+    t.equal(videoModel(name)!.priceClass, cls, `${name} price class`)
   }
 })
 

@@ -27,7 +27,7 @@ export interface CatalogEntry {
   description: string
   /** Model files relative to modelDir, e.g. 'sr/realesr-general-x4v3'. */
   networks: Array<string>
-  /** 'tiled_sr' | 'srmd' | 'denoise_ffdnet' | 'face' | 'unavailable' (more may come). */
+  /** 'tiled_sr' | 'srmd' | 'denoise_ffdnet' | 'face' | 'interp' | 'unavailable' (more may come). */
   pipeline: string
   /** False: listed by the API but not runnable here (-> unknown_model). */
   available: boolean
@@ -88,6 +88,15 @@ export interface EnhanceOptions {
   dpi?: number
   /** JPEG / HEIF quality 1..100 (default 90). */
   quality?: number
+  /**
+   * Output width in pixels: the model runs at its own scale, then the result is resampled
+   * (Lanczos3; area averaging when downscaling 3x or more). Alone: the aspect ratio is kept.
+   * A whole number 1..65535 (else `invalid_argument`); over the model's output limit:
+   * `image_too_large`.
+   */
+  targetWidth?: number
+  /** Output height in pixels (see targetWidth). */
+  targetHeight?: number
 }
 
 export interface EnhanceResult {
@@ -150,6 +159,36 @@ export declare function info(): EngineInfo
 /** Initialise the process-wide engine (idempotent: later calls return the same engine's info). */
 export declare function init(opts: EngineOptions): EngineInfo
 
+/**
+ * Video frame-rate conversion: `count` RGB24 frames of width x height packed in `frames`, one
+ * output frame per `positions` entry (RIFE v4.6 between neighbours; scene cuts copied from the
+ * nearer frame, listed in `cuts`). Consecutive batches of one video should overlap by one frame.
+ * `signal` aborts (code 'aborted').
+ */
+export declare function interpolateFrames(frames: Buffer, opts: InterpolateOptions, signal?: AbortSignal): Promise<InterpolateResult>
+
+export interface InterpolateOptions {
+  width: number
+  height: number
+  /** Frames in the batch. */
+  count: number
+  /**
+   * One output frame per entry: a position `i + t` in the batch (0 <= p <= count - 1), the frame
+   * at time t between frames i and i + 1; a whole number copies that frame.
+   */
+  positions: Array<number>
+}
+
+export interface InterpolateResult {
+  /** `count` RGB24 frames of width x height (the input's size). */
+  data: Buffer
+  width: number
+  height: number
+  count: number
+  /** Output indices copied from the nearer frame because their pair is a scene cut. */
+  cuts: Array<number>
+}
+
 /** Engine category: 'enhance' (DPI honoured) or 'generative' (DPI ignored). */
 export type ModelCategory = 'enhance' | 'generative'
 
@@ -167,7 +206,7 @@ export interface ModelLimits {
 }
 
 /** The price table row a model bills by. */
-export type PriceClass = 'enhance' | 'generative_portrait' | 'generative' | 'standard' | 'premium'
+export type PriceClass = 'enhance' | 'generative_portrait' | 'generative' | 'standard' | 'premium' | 'interp'
 
 /** Format and size of an encoded image, from its header. */
 export declare function probe(data: Buffer): ProbeResult

@@ -106,7 +106,7 @@ export function upload(key: string, file: File, onProgress: (fraction: number) =
 }
 
 export interface PhotoJob { model_name: string; img_url: string; extension: string }
-export interface VideoJob { model_name: string; video_url: string; resolution: [number, number]; extension: string }
+export interface VideoJob { model_name: string; video_url: string; resolution: [number, number]; extension: string; fps?: number; slowmo?: number }
 export interface Submitted { job_id: string; consume_coins: number }
 
 export const submitPhoto = (key: string, job: PhotoJob) => call<Submitted>('POST', 'api/photo-enhancer', key, job)

@@ -28,6 +28,8 @@ const el = {
   videoOpts: $<HTMLFieldSetElement>('video-opts'),
   outW: $<HTMLInputElement>('out-w'),
   outH: $<HTMLInputElement>('out-h'),
+  outFps: $<HTMLInputElement>('out-fps'),
+  slowmo: $<HTMLSelectElement>('slowmo'),
   price: $<HTMLSpanElement>('price'),
   limit: $<HTMLParagraphElement>('limit'),
   submit: $<HTMLButtonElement>('submit'),
@@ -133,7 +135,14 @@ function quote(): Quote | null {
   const m = currentModel()
   if (!m || !picked) return null
   if (m.kind === 'photo') return photoQuote(m, picked.width, picked.height)
-  return videoQuote(m, Number(el.outW.value), Number(el.outH.value), picked.seconds)
+  return videoQuote(m, Number(el.outW.value), Number(el.outH.value), picked.seconds, interpolation())
+}
+
+/** The frame-interpolation fields of a video job (README "Frame interpolation"): absent when not set. */
+function interpolation(): { fps?: number; slowmo?: number } {
+  const fps = Number(el.outFps.value)
+  const slowmo = Number(el.slowmo.value)
+  return { ...(el.outFps.value && fps > 0 ? { fps } : {}), ...(slowmo ? { slowmo } : {}) }
 }
 
 function updatePrice() {
@@ -156,6 +165,8 @@ function modelChanged(remember = true) {
 el.model.addEventListener('change', () => modelChanged())
 el.outW.addEventListener('input', updatePrice)
 el.outH.addEventListener('input', updatePrice)
+el.outFps.addEventListener('input', updatePrice)
+el.slowmo.addEventListener('change', updatePrice)
 
 // --- file: pick or drop ----------------------------------------------------------------------------------------
 function measure(kind: Kind, url: string): Promise<{ width: number | null; height: number | null; seconds: number | null }> {
@@ -316,7 +327,7 @@ el.form.addEventListener('submit', async (e) => {
     progress('Submitting the job…', null)
     const job = p.kind === 'photo'
       ? await submitPhoto(key, { model_name: m.name, img_url: url, extension: ext })
-      : await submitVideo(key, { model_name: m.name, video_url: url, resolution: [Number(el.outW.value), Number(el.outH.value)], extension: ext })
+      : await submitVideo(key, { model_name: m.name, video_url: url, resolution: [Number(el.outW.value), Number(el.outH.value)], extension: ext, ...interpolation() })
     const charged = `job ${job.job_id}, ${job.consume_coins} coins`
     progress(`Queued: ${charged}`, 0)
     const done = await waitForJob(key, job.job_id, (s) => {

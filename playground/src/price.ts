@@ -41,9 +41,16 @@ export function photoQuote(m: CatalogModel, width: number | null, height: number
   return { coins, text: `${coins} coins: output ${outW} × ${outH} (${fmtMp(outPx)})`, problem }
 }
 
-export function videoQuote(m: CatalogModel, outW: number, outH: number, seconds: number | null): Quote {
+export function videoQuote(m: CatalogModel, outW: number, outH: number, seconds: number | null, interp: { fps?: number; slowmo?: number } = {}): Quote {
   const price = m.price as VideoPrice
   if (!outW || !outH) return { coins: null, text: 'Enter the output resolution to see the price.', problem: 'Enter the output width and height.' }
+  if (m.name === 'frame_interpolation' && !interp.fps && !interp.slowmo) {
+    return { coins: null, text: 'Choose a frame rate or slow motion to see the price.', problem: 'Frame interpolation needs a frame rate or slow motion.' }
+  }
+  if (interp.fps || interp.slowmo) {
+    // priced by the output's frames at its rate (x2 above 30 fps, x4 above 60): the server computes it from the source's rate
+    return { coins: null, text: 'Interpolated output is priced by its frames at the output rate; the charge is shown after submission', problem: null }
+  }
   const { tier, perSecond } = videoRate(price, outW, outH)
   let problem: string | null = null
   if (mp(outW * outH) > m.limits.max_output_mp) problem = `The output (${fmtMp(outW * outH)} per frame) is over the limit of ${m.limits.max_output_mp} MP.`

@@ -11,7 +11,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
 import type { Config } from '../config.js'
 import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
-import type { EngineTask, EnhanceReply, FramesReply, InitReply, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
+import type { EngineTask, EnhanceReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
 
 /** Is tsx's loader among these node flags (`--import tsx`, `--import=tsx`, or its resolved file URL)? */
 function hasTsx(argv: string[]): boolean {
@@ -84,6 +84,12 @@ export class EnginePool {
    *  buffer is transferred to the thread (unusable afterwards). */
   enhanceFrames(frames: Buffer, options: Omit<FramesOptions, 'faceState'> & { faceState?: Uint8Array }, call: EngineCall = {}): Promise<FramesReply> {
     return this.call((port) => ({ op: 'frames', input: transferable(frames), port, options }), call)
+  }
+
+  /** Video frame-rate conversion: one output frame per position (`i + t` between frames i and i + 1 of this
+   *  batch), RIFE v4.6, scene cuts copied (the addon's interpolateFrames). The frame buffer is transferred. */
+  interpolateFrames(frames: Buffer, options: InterpTask['options'], call: EngineCall = {}): Promise<InterpReply> {
+    return this.call((port) => ({ op: 'interp', input: transferable(frames), port, options }), call)
   }
 
   private async call<T extends Extract<EngineTask, { port: unknown }>>(make: (port: MessagePort) => T, call: EngineCall): Promise<ReplyTo<T>> {

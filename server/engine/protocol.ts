@@ -19,7 +19,14 @@ export interface FramesTask {
   port: MessagePort
   options: Omit<FramesOptions, 'faceState'> & { faceState?: Uint8Array }
 }
-export type EngineTask = InitTask | EnhanceTask | FramesTask
+/** Frame interpolation of one batch (the addon's interpolateFrames). */
+export interface InterpTask {
+  op: 'interp'
+  input: Uint8Array
+  port: MessagePort
+  options: { width: number; height: number; count: number; positions: number[] }
+}
+export type EngineTask = InitTask | EnhanceTask | FramesTask | InterpTask
 
 export interface Failure { ok: false; error_code: EngineErrorCode; message: string }
 
@@ -27,7 +34,9 @@ export type InitReply = { ok: true; info: EngineInfo; models: string[] } | Failu
 export type EnhanceReply = { ok: true; data: Uint8Array; width: number; height: number; format: string; ms: number } | Failure
 export type FramesReply = { ok: true; data: Uint8Array; width: number; height: number; faceState?: Uint8Array } | Failure
 
-export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply }
+export type InterpReply = { ok: true; data: Uint8Array; width: number; height: number; count: number; cuts: number[] } | Failure
+
+export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply; interp: InterpReply }
 export type ReplyTo<T extends EngineTask> = Replies[T['op']]
 
 /** Main thread -> engine thread, on a running task's port. */

@@ -79,6 +79,14 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
     const r = await a.enhanceFrames(input, faceState ? { ...rest, faceState: Buffer.from(faceState) } : rest, abortOn(task.port))
     return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, faceState: r.faceState ? new Uint8Array(r.faceState) : undefined })
   },
+
+  // Video frame-rate conversion: one batch (server/jobs/video.ts + server/video/interp.ts plan the positions).
+  async interp(task) {
+    const a = engine()
+    const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
+    const r = await a.interpolateFrames(input, task.options, abortOn(task.port))
+    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, count: r.count, cuts: r.cuts })
+  },
 }
 
 export default async function run(task: EngineTask): Promise<Replies[EngineTask['op']]> {

@@ -56,7 +56,7 @@ const REDIRECT_CODES = new Set([301, 302, 303, 307, 308])
 const USER_AGENT = 'lucent-fetch/0.1'
 
 /** Lower-case, strip IPv6 brackets and one trailing dot; IP literals in canonical WHATWG form. */
-function normalizeHost(h: string): string {
+export function normalizeHost(h: string): string {
   let s = h.trim().toLowerCase()
   if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1)
   if (s.endsWith('.')) s = s.slice(0, -1)
@@ -76,7 +76,7 @@ class BlockedLookupError extends Error {
 
 type LookupCb = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
 
-function makeLookup(allow: Set<string>) {
+export function makeLookup(allow: Set<string>) {
   return (hostname: string, options: dns.LookupOptions | number | undefined, callback: LookupCb): void => {
     const opts: dns.LookupOptions = typeof options === 'number' ? { family: options } : { ...(options ?? {}) }
     const wantAll = opts.all === true
@@ -94,7 +94,7 @@ function makeLookup(allow: Set<string>) {
   }
 }
 
-function parseTarget(raw: string, base: URL | undefined, allow: Set<string>): URL {
+export function parseTarget(raw: string, base: URL | undefined, allow: Set<string>): URL {
   let url: URL
   try {
     url = base ? new URL(raw, base) : new URL(raw)
@@ -121,7 +121,7 @@ function findCause(e: unknown, pred: (x: any) => boolean): any {
   return undefined
 }
 
-function mapError(e: unknown): FetchError {
+export function mapError(e: unknown): FetchError {
   if (e instanceof FetchError) return e
   const fe = findCause(e, (x) => x instanceof FetchError)
   if (fe) return fe
@@ -151,7 +151,7 @@ interface Opened {
 }
 
 /** Drops a response body: swallow the abort error it emits, release the socket. */
-function discard(body: { on(ev: 'error', fn: () => void): unknown; destroy(): unknown }): void {
+export function discard(body: { on(ev: 'error', fn: () => void): unknown; destroy(): unknown }): void {
   body.on('error', () => {})
   body.destroy()
 }
@@ -198,7 +198,7 @@ async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, allow: Se
   }
 }
 
-async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<string>, signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<string>, signal: AbortSignal) => Promise<T>): Promise<T> {
   const allow = new Set(policy.allow.map(normalizeHost))
   const agent = new Agent({
     connect: { timeout: policy.connectTimeoutMs, lookup: makeLookup(allow) as any },

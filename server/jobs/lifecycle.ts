@@ -26,12 +26,17 @@
  * is waiting, ends it in the store (ERROR + refund, so every API answer stays in today's vocabulary), emits
  * `canceled`, and aborts its run when it runs in this process. A run on another process finds out when its
  * next write is refused (the store only moves CONVERTING jobs); to stop it at once, forward the cancel to the
- * process that runs it (cluster IPC / Redis) and call cancel() there.
+ * process that runs it (cluster IPC / Redis: server/plugins/cluster.ts, server/plugins/cancel-relay.ts), which
+ * calls endedElsewhere(): the run there is aborted at once without another write.
+ *
+ * Time estimates (server/jobs/eta.ts, with `eta` in the deps): start() and every progress write store the run's
+ * expected finish; a completed run's time per unit of work feeds the (model, backend) moving average.
  */
-import type { ErrorCode } from '../errors.js'
+import { CANCELED_CODE, type ErrorCode } from '../errors.js'
 import type { Queue } from '../queue/types.js'
 import type { DebitResult, JobKind, NewJob, Store } from '../store/types.js'
 import { decodeJob, type JobSpec, type TypedJob } from './params.js'
+import { remainingMs, type EtaModel } from './eta.js'
 
 export interface JobRef { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }
 /** A run of this process: its attempt number (1 = first) and how long it ran. */
@@ -90,6 +95,8 @@ export interface LifecycleDeps {
   log: { info(o: object, msg: string): void; warn(o: object, msg: string): void; error(o: object, msg: string): void }
   jobTimeoutMs: number
   maxAttempts: number
+  /** Time estimates (measured throughput); absent: no eta is written. */
+  eta?: EtaModel
 }
 
 const ref = (j: { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }): JobRef =>
@@ -101,6 +108,9 @@ export class JobLifecycle {
   private readonly listeners = new Map<JobEventType, Set<(e: never) => void>>()
   private readonly changeListeners = new Set<(jobId: string) => void>()
   private readonly runs = new Map<string, ActiveRun>()
+  /** Jobs another process said had ended while no run of them was registered here (a run starting meanwhile
+   *  checks this once it is registered). */
+  private readonly endedIds = new Map<string, NodeJS.Timeout>()
   private stopping = false
 
   constructor(private readonly d: LifecycleDeps) {
@@ -173,7 +183,7 @@ export class JobLifecycle {
     if (this.stopping) return null
     const job = await this.d.store.getJob(jobId)
     if (!job || job.status !== 'CONVERTING') return null
-    const attempt = await this.d.store.startAttempt(jobId)
+    const attempt = await this.write(jobId, () => this.d.store.startAttempt(jobId))
     // a delivery that ends the job at once still counts as a (zero-length) run of this process
     if (attempt > this.d.maxAttempts) {
       await this.failWaiting(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`, { attempt, ms: 0 })
@@ -186,7 +196,13 @@ export class JobLifecycle {
     }
     const run = new ActiveRun(this, typed, attempt)
     this.runs.set(jobId, run)
+    if (this.endedIds.has(jobId) && await this.endedElsewhere(jobId)) return null
     this.emit('running', { job: ref(job), attempt })
+    if (this.d.eta) {
+      run.expectedMs = await this.d.eta.expectedMs(typed).catch(() => null)
+      const left = remainingMs(run.expectedMs, 0, 0)
+      await this.write(jobId, () => this.d.store.setProgress(jobId, job.progress, left === null ? null : Date.now() + left)).catch(() => {})
+    }
     return run
   }
 
@@ -224,6 +240,26 @@ export class JobLifecycle {
     return true
   }
 
+  /** The job was ended by another process (a cancel that reached a gateway or another HTTP process): its run
+   *  here, if any, is aborted at once and ends without another write ('canceled', or 'failed' / 'completed' as
+   *  the store says). True when a run here was ended. The store is asked first: only an ended job is stopped. */
+  async endedElsewhere(jobId: string): Promise<boolean> {
+    const run = this.runs.get(jobId)
+    if (!run) {
+      // a run may be starting right now (start() read the job before it ended): it checks this on registering
+      clearTimeout(this.endedIds.get(jobId))
+      this.endedIds.set(jobId, setTimeout(() => this.endedIds.delete(jobId), 60_000).unref())
+      return false
+    }
+    const st = await this.d.store.jobStatus(jobId)
+    if (!st || st.status === 'CONVERTING') return false
+    const state = st.status === 'COMPLETED' ? 'completed' : st.errorCode === CANCELED_CODE ? 'canceled' : 'failed'
+    const info = run.end(state, new RunAborted('ended', `job ended elsewhere (${state})`))
+    if (info) this.d.log.info({ job: jobId, state }, 'run stopped: the job ended in another process')
+    this.changed(jobId)
+    return !!info
+  }
+
   /** Crash recovery at start: every CONVERTING job back into the queue (a shared queue ignores ids it holds). */
   async recover(): Promise<number> {
     const jobs = await this.d.store.jobsByStatus('CONVERTING')
@@ -249,7 +285,12 @@ export class JobLifecycle {
 
   /** @internal */
   runProgress(run: ActiveRun, progress: number): Promise<void> {
-    return this.write(run.job.id, () => this.d.store.setProgress(run.job.id, progress)).then(
+    let etaAt: number | null | undefined
+    if (this.d.eta) {
+      const left = remainingMs(run.expectedMs, run.elapsedMs, progress)
+      etaAt = left === null ? null : Date.now() + left
+    }
+    return this.write(run.job.id, () => this.d.store.setProgress(run.job.id, progress, etaAt)).then(
       () => this.emit('progress', { job: ref(run.job), progress }),
       () => {},
     )
@@ -258,7 +299,10 @@ export class JobLifecycle {
   /** @internal */
   async runComplete(run: ActiveRun, info: RunInfo, resultKey: string): Promise<boolean> {
     const ok = await this.write(run.job.id, () => this.d.store.completeJob(run.job.id, resultKey))
-    if (ok) this.emit('completed', { job: ref(run.job), resultKey, run: info, latencyMs: Math.max(0, Date.now() - run.job.createdAt) })
+    if (ok) {
+      this.emit('completed', { job: ref(run.job), resultKey, run: info, latencyMs: Math.max(0, Date.now() - run.job.createdAt) })
+      this.d.eta?.record(run.job, info.ms).catch((err) => this.d.log.warn({ err, job: run.job.id }, 'throughput not recorded'))
+    }
     return ok
   }
 
@@ -275,6 +319,8 @@ export class JobLifecycle {
   /** @internal */
   runReleased(run: ActiveRun, info: RunInfo, reason: 'retry' | 'shutdown'): void {
     this.emit('released', { job: ref(run.job), reason, run: info })
+    // back in the queue: its expected finish no longer holds (the next start writes a new one)
+    if (this.d.eta) void this.write(run.job.id, () => this.d.store.setProgress(run.job.id, run.writtenProgress, null)).catch(() => {})
   }
 
   /** @internal */
@@ -288,6 +334,8 @@ class ActiveRun implements Run {
   private lastWrite = 0
   private lastPct = -1
   state: RunState = 'running'
+  /** Expected run time from the measured throughput (eta.ts), null when unknown. */
+  expectedMs: number | null = null
 
   constructor(private readonly owner: JobLifecycle, readonly job: TypedJob, readonly attempt: number) {
     const ms = owner.timeoutMs
@@ -295,6 +343,9 @@ class ActiveRun implements Run {
   }
 
   get signal(): AbortSignal { return this.controller.signal }
+  get elapsedMs(): number { return performance.now() - this.t0 }
+  /** The progress stored for the job now (the last one this run wrote, else the job's). */
+  get writtenProgress(): number { return this.lastPct >= 0 ? this.lastPct : this.job.progress }
   get ended(): boolean { return this.state !== 'running' }
   get stopped(): boolean {
     return this.ended || (this.signal.reason instanceof RunAborted && this.signal.reason.why !== 'timeout')

@@ -19,6 +19,10 @@ export const PhotoParams = Type.Object({
   dpi: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
   input: Type.Object({ format: Type.String(), ...Size.properties }),
   output: Size,
+  /** Extension (server/jobs/output-size.ts): the sides the engine resamples to (one alone: aspect kept). */
+  target: Type.Optional(Type.Object({ width: Type.Optional(Type.Integer({ minimum: 1 })), height: Type.Optional(Type.Integer({ minimum: 1 })) })),
+  /** Extension (server/jobs/output-put.ts): a pre-signed PUT URL the result is also written to. */
+  output_put_url: Type.Optional(Type.String()),
 })
 export type PhotoParams = Static<typeof PhotoParams>
 
@@ -31,6 +35,12 @@ export const VideoParams = Type.Object({
     format: Type.String(), width: Type.Integer(), height: Type.Integer(), rotation: Type.Integer(), fps: Type.Number(),
     duration: Type.Number(), frames: Type.Integer(), codec: Type.String(),
   }),
+  /** Extension (server/jobs/output-put.ts): a pre-signed PUT URL the result is also written to. */
+  output_put_url: Type.Optional(Type.String()),
+  /** Frame interpolation (fps / slowmo, server/video/interp.ts InterpPlan); absent: the frames as decoded. */
+  interp: Type.Optional(Type.Object({
+    fps: Type.String(), slowmo: Type.Integer({ minimum: 1 }), order: Type.Union([Type.Literal('before'), Type.Literal('after')]),
+  })),
 })
 export type VideoParams = Static<typeof VideoParams>
 

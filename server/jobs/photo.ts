@@ -6,12 +6,15 @@ import type { EnginePool } from '../engine/pool.js'
 import type { MediaStorage } from '../storage/types.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { PhotoJob } from './params.js'
+import type { OutputPutter } from './output-put.js'
 
 export interface PhotoRunnerDeps {
   storage: MediaStorage
   /** The engine pool (a fake one in the runners' unit tests). */
   pool: Pick<EnginePool, 'enhance'>
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
+  /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
+  outputPut?: OutputPutter
 }
 
 export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<void> {
@@ -19,12 +22,24 @@ export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<
   const original = await d.storage.get(job.originalKey)
   if (!original) return void await run.fail(engineErrorCode('storage'), 'original file is missing')
   const p = job.params
-  const out = await d.pool.enhance(original.data, { model: job.model, format: p.format, exif: p.exif, dpi: p.dpi ?? undefined },
+  const out = await d.pool.enhance(original.data, {
+    model: job.model, format: p.format, exif: p.exif, dpi: p.dpi ?? undefined,
+    // Extension: an output size of its own (server/jobs/output-size.ts)
+    ...(p.target?.width !== undefined ? { targetWidth: p.target.width } : {}),
+    ...(p.target?.height !== undefined ? { targetHeight: p.target.height } : {}),
+  },
     { signal: run.signal, onProgress: (pct) => void run.progress(pct) })
   if (run.stopped || (!out.ok && run.signal.aborted)) return settleAborted(run)
   if (!out.ok) return void await run.fail(engineErrorCode(out.error_code), out.message)
   const ext = photoResultExt(p.format)
   const key = `r/${job.id}.${ext}`
-  await d.storage.put(key, Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), contentTypeFor(ext))
+  const data = Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength)
+  await d.storage.put(key, data, contentTypeFor(ext))
+  // Extension: also into the caller's bucket; its outcome is final before the job completes (never fails it).
+  if (p.output_put_url && d.outputPut) {
+    const put = await d.outputPut(job.id, p.output_put_url, data, contentTypeFor(ext), run.signal)
+    if (put.status !== 'delivered') d.log.warn({ job: job.id, output_put: put }, 'output_put_url: not delivered; the result stays at res_url')
+    if (run.stopped) return settleAborted(run)
+  }
   if (await run.complete(key)) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height }, 'job completed')
 }

@@ -6,19 +6,53 @@
  *   jobs, broadcasts each change). Every progress / completion / failure / cancel the job lifecycle writes drops
  *   the kept answer (`changed`, subscribed with `jobs.onChange` where the Lucent context is made), and a kept
  *   converting answer is also dropped after `liveMs` at the latest, should a change ever come from elsewhere.
- *   With Redis or PostgreSQL (workers on other hosts) `live` is off.
+ *   With Redis or PostgreSQL (workers on other hosts) `live` is off. A waiting job's answer (queue_position) is
+ *   dropped on ANY job change (a start, cancel or end ahead of it moves it up); a running job's eta_seconds is
+ *   recomputed from its expected finish per answer.
  */
 import { BoundedCache } from '../cache.js'
+import { CANCELED_CODE } from '../errors.js'
+import type { JobStatusRow } from '../store/types.js'
+import type { MediaStorage } from '../storage/types.js'
 
 export interface TaskStatusData {
   job_id: string; status: string; progress: number; original_url: string; consume_coins: number
   res_url?: string; error_code?: number; message?: string
+  // extensions (README "API extensions")
+  reason?: 'canceled'; eta_seconds?: number; queue_position?: number
+  /** Extension: the PUT to the job's output_put_url (server/jobs/output-put.ts). */
+  output_put?: { status: 'pending' | 'delivered' | 'failed'; http_status: number | null; attempts: number; error: string | null }
 }
 
-interface Kept { keyId: string; data: TaskStatusData; until: number }
+/** Kept links (original, result) stay valid as long as the objects are kept. */
+export const RETENTION_MS = 7 * 24 * 3600 * 1000
+
+/** The task-status answer of a job row (links signed by the storage): the one builder, for POST
+ *  /api/task-status and the webhook payloads. */
+export function taskStatusData(job: JobStatusRow, storage: Pick<MediaStorage, 'signedGetUrl'>): TaskStatusData {
+  const data: TaskStatusData = {
+    job_id: job.id,
+    status: job.status,
+    progress: job.status === 'COMPLETED' ? 100 : job.progress,
+    original_url: storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
+    consume_coins: job.coins,
+  }
+  if (job.status === 'COMPLETED' && job.resultKey) data.res_url = storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.createdAt) + RETENTION_MS)
+  if (job.status === 'ERROR') {
+    data.error_code = job.errorCode ?? 100500006
+    data.message = job.errorMessage ?? ''
+    if (job.errorCode === CANCELED_CODE) data.reason = 'canceled'
+  }
+  return data
+}
+
+/** `etaAt`: a running job's expected finish (ms epoch): the route recomputes eta_seconds from it per answer. */
+interface Kept { keyId: string; data: TaskStatusData; until: number; etaAt?: number }
 
 export class StatusAnswers {
   private readonly kept = new BoundedCache<string, Kept>(20_000)
+  /** Kept answers of waiting jobs (with a queue_position): every job change drops them. */
+  private waiting = new Set<string>()
 
   constructor(private readonly live: boolean, private readonly liveMs = 2000) {}
 
@@ -31,13 +65,19 @@ export class StatusAnswers {
     return k
   }
 
-  put(jobId: string, keyId: string, data: TaskStatusData, now = Date.now()): void {
+  put(jobId: string, keyId: string, data: TaskStatusData, now = Date.now(), etaAt?: number): void {
     if (data.status !== 'CONVERTING') this.kept.set(jobId, { keyId, data, until: Infinity })
-    else if (this.live) this.kept.set(jobId, { keyId, data, until: now + this.liveMs })
+    else if (this.live) {
+      this.kept.set(jobId, { keyId, data, until: now + this.liveMs, etaAt })
+      if (data.queue_position !== undefined) this.waiting.add(jobId)
+    }
   }
 
   /** The job's state changed: its kept answer (if any) is dropped. */
   changed(jobId: string): void {
     this.kept.delete(jobId)
+    if (this.waiting.size === 0) return
+    for (const id of this.waiting) this.kept.delete(id)
+    this.waiting = new Set()
   }
 }

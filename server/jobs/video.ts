@@ -10,6 +10,10 @@
  * photos and video batches alike; each batch's frames are transferred to the thread and back (no copy), so
  * the cost is one message per batch, and the gateway's event loop never runs engine code.
  *
+ * Frame interpolation (`params.interp`, server/video/interp.ts): the output is constant-rate at the plan's
+ * rate, its frames placed by the source frames' own times (VFR included); batches go through the model and
+ * the engine's interpolateFrames (./video-interp.ts); slow motion drops audio and subtitles.
+ *
  * Settings (server/config.ts `video`): ffmpeg / ffprobe / mkvmerge, CRF, preset, batch size, temp dir.
  */
 import fs from 'node:fs'
@@ -26,15 +30,20 @@ import type { MediaStorage } from '../storage/types.js'
 import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
 import { transcode, keepsVfr, TranscodeError } from '../video/transcode.js'
 import { missingVideoTools, toolWorks } from '../video/tools.js'
+import { FrameSchedule } from '../video/interp.js'
+import { interpProcessor } from './video-interp.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
+import type { OutputPutter } from './output-put.js'
 
 export interface VideoRunnerDeps {
   storage: MediaStorage
   /** The engine pool (a fake one in the runners' unit tests). */
-  pool: Pick<EnginePool, 'enhanceFrames'>
+  pool: Pick<EnginePool, 'enhanceFrames' | 'interpolateFrames'>
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   video: VideoSettings
+  /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
+  outputPut?: OutputPutter
 }
 
 /** Frames per engine call: about `batchMb` MiB of output frames, 1..8. */
@@ -73,9 +82,16 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
       if (e instanceof ProbeError && e.reason === 'missing_ffprobe') return void await run.fail(100500005, e.message)
       return void await run.fail(engineErrorCode('decode_failed'), `cannot read the video: ${(e as Error).message}`)
     }
-    // Per-frame timestamps: only needed (and only used) when the container can keep variable timing.
+    const plan = job.params.interp
+    // Per-frame timestamps: only needed (and only used) when the container can keep variable timing, or to
+    // place interpolated frames.
     let timestamps: number[] | undefined
-    if (keepsVfr(ext)) {
+    let schedule: FrameSchedule | undefined
+    if (plan) {
+      const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
+      const [num, den] = plan.fps.split('/').map(Number)
+      schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, den ? num / den : num, plan.slowmo, ts?.lastDuration)
+    } else if (keepsVfr(ext)) {
       const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
       if (ts?.vfr) {
         if (await toolWorks(tools.mkvmerge, '--version')) timestamps = ts.pts
@@ -86,6 +102,22 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     const [w, h] = rot === 90 || rot === 270 ? [pr.height, pr.width] : [pr.width, pr.height]
     // Opaque face-tracker state of face-aware models (smoothed boxes), carried across frame batches.
     let faceState: Uint8Array | undefined
+    const enhance = async (frames: Buffer, width: number, height: number, count: number) => {
+      const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count, faceState }, { signal: run.signal })
+      if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
+      faceState = out.faceState
+      return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height }
+    }
+    const interp = plan && schedule && interpProcessor(schedule, plan.order, {
+      enhance: model.name === 'frame_interpolation' ? null : enhance,
+      interpolate: async (frames, width, height, count, positions) => {
+        const out = await d.pool.interpolateFrames(frames, { width, height, count, positions }, { signal: run.signal })
+        if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
+        return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), cuts: out.cuts }
+      },
+    })
+    // Interpolation makes up to 8 frames per source frame: fewer source frames per batch.
+    const perFrame = schedule ? Math.max(1, Math.ceil(schedule.total / Math.max(1, pr.frames))) : 1
     const r = await transcode({
       input: inFile,
       output: outFile,
@@ -96,26 +128,30 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
         hasAudio: pr.hasAudio, hasSubtitles: pr.hasSubtitles, subtitleCodecs: pr.subtitleCodecs,
         videoOffset: Math.max(0, pr.videoStart - pr.fileStart),
       },
-      batch: batchFor(w, h, model.scale, tools.batchMb),
+      batch: Math.max(1, Math.floor(batchFor(w, h, model.scale, tools.batchMb) / perFrame)),
       ffmpeg: tools.ffmpeg,
       mkvmerge: tools.mkvmerge,
       crf: tools.crf,
       preset: tools.preset,
       timestamps,
       signal: run.signal,
-      process: async (frames, width, height, count) => {
-        const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count, faceState }, { signal: run.signal })
-        if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
-        faceState = out.faceState
-        return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height }
-      },
+      process: interp ? interp.process : enhance,
+      ...(interp && plan && schedule
+        ? { flush: interp.flush, outFps: plan.fps, outFrames: schedule.total, dropAudio: plan.slowmo > 1 }
+        : {}),
       onProgress: (done, total) => void run.progress((done / total) * 100),
     })
     if (run.stopped) return settleAborted(run)
     const key = `r/${job.id}.${ext}`
     await d.storage.putStream(key, fs.createReadStream(outFile), contentTypeFor(ext), Number.MAX_SAFE_INTEGER)
+    // Extension: also into the caller's bucket, streamed from the local file; never fails the job.
+    if (job.params.output_put_url && d.outputPut) {
+      const put = await d.outputPut(job.id, job.params.output_put_url, { file: outFile, size: (await fsp.stat(outFile)).size }, contentTypeFor(ext), run.signal)
+      if (put.status !== 'delivered') d.log.warn({ job: job.id, output_put: put }, 'output_put_url: not delivered; the result stays at res_url')
+      if (run.stopped) return settleAborted(run)
+    }
     if (await run.complete(key)) {
-      d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored }, 'video job completed')
+      d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored, ...(interp ? { fps: plan!.fps, slowmo: plan!.slowmo, cuts: interp.cuts() } : {}) }, 'video job completed')
     }
   } catch (e) {
     if (run.signal.aborted) return settleAborted(run)

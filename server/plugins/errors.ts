@@ -40,7 +40,7 @@ export default fp(async (app) => {
     if ((code === 100400001 || code === 110400008 || code === 110400009) && err instanceof ApiError && err.detail) {
       metrics.fetchErrors.inc({ kind: code === 110400008 ? 'video' : 'photo' })
     }
-    return reply.code(status).send(errorBody(code))
+    return reply.code(status).send(errorBody(code, err instanceof ApiError ? err.hint : undefined))
   })
   app.setNotFoundHandler((_req, reply) => reply.code(400).send(errorBody(100400002)))
 }, { name: 'lucent-errors' })

@@ -1,12 +1,14 @@
 /**
  * Start and stop of the process. onReady: where this process runs jobs, the queue consumer (runner ->
  * lifecycle), the engine load (for /healthz) and the registry heartbeat; where it owns the queue, crash
- * recovery (CONVERTING jobs re-queued) and the hourly sweep of expired objects. onClose: an orderly stop
+ * recovery (CONVERTING jobs re-queued) and the hourly sweep of expired objects and Idempotency-Key records. onClose: an orderly stop
  * (runs released, queue drained, engine threads, backends, store).
  */
 import fp from 'fastify-plugin'
 import { RETENTION_MS } from '../context.js'
 import { makeRunner } from '../jobs/runner.js'
+import { IDEMPOTENCY_MS } from '../store/types.js'
+import { outputPutter } from '../jobs/output-put.js'
 
 export default fp(async (app) => {
   const l = app.lucent
@@ -19,7 +21,7 @@ export default fp(async (app) => {
     if (pool) {
       const shared = !!config.redisUrl
       const runner = makeRunner({
-        jobs: l.jobs, storage, pool, log: app.log, video: config.video,
+        jobs: l.jobs, storage, pool, log: app.log, video: config.video, outputPut: outputPutter({ store, config }),
         // BullMQ: a run that threw (storage/database hiccup) is retried with backoff until the last attempt
         retry: shared ? (_e, attempt) => attempt < config.jobMaxAttempts : undefined,
       })
@@ -49,6 +51,7 @@ export default fp(async (app) => {
     const sweep = () => {
       const before = Date.now() - RETENTION_MS
       for (const p of ['u', 'o', 'r', 'tmp']) storage.sweep(p, before).catch(() => {})
+      store.purgeIdempotency(Date.now() - IDEMPOTENCY_MS).catch(() => {})
     }
     sweep()
     sweepTimer = setInterval(sweep, 3600_000).unref()

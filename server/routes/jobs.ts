@@ -1,22 +1,30 @@
-/** POST /api/photo-enhancer, /api/video-enhancer, /api/task-status. */
+/** POST /api/photo-enhancer, /api/video-enhancer (with an optional Idempotency-Key: idempotency.ts),
+ *  /api/task-status, /api/task-cancel (extension). */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ApiError, QUEUE_FULL_CODE } from '../errors.js'
+import { ApiError, CANCELED_CODE, QUEUE_FULL_CODE } from '../errors.js'
 import { photoModel, videoModel } from '../catalog.js'
 import { PHOTO_INPUT_FORMATS, contentTypeFor, normExt, photoFormat, videoOutputExtensions } from '../media/formats.js'
 import { photoPrice, videoPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
 import { missingVideoTools } from '../video/tools.js'
+import { decideInterp, slowmoError, INTERP_MODEL } from '../video/interp.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
-import { ok, RETENTION_MS, type Lucent } from '../context.js'
-import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, errorResponses } from './schemas.js'
-import type { NewJob } from '../store/types.js'
+import { ok, type Lucent } from '../context.js'
+import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
+import { IdempotencyHeaders, idempotencyOf, lookup, replayAnswer } from './idempotency.js'
+import type { JobStatusRow, NewJob } from '../store/types.js'
+import type { WebhookSub } from '../store/webhooks.js'
+import { webhookFor } from '../webhooks/subscribe.js'
 import type { JobSpec } from '../jobs/params.js'
 import type { SubmitResult } from '../jobs/lifecycle.js'
-import type { TaskStatusData } from '../jobs/status.js'
+import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
+import { asksForSize, outputSize } from '../jobs/output-size.js'
+import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
+import { exifOrientation } from '../media/orientation.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -35,71 +43,133 @@ function submitError(r: Extract<SubmitResult, { ok: false }>): ApiError {
   if (r.reason === 'trial_exhausted') return new ApiError(110402004)
   if (r.reason === 'no_key') return new ApiError(110400000)
   if (r.reason === 'not_queued') return new ApiError(100500000, { detail: `enqueue failed: ${r.error.message}` })
+  if (r.reason === 'idempotency_conflict') return new ApiError(110409001)
   return new ApiError(110402000)
 }
 
 /** Debit, create and queue the job (server/jobs/lifecycle.ts). Not queued (Redis or the cluster primary
  *  unreachable): the lifecycle ends the job at once, refunded, rather than charge for a job the client never
- *  hears of. */
-async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec, commit: () => void) {
+ *  hears of. A webhook subscription is written first, so the job's final event finds it (server/webhooks/). */
+async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec, commit: () => void, hook: WebhookSub | null) {
+  if (hook) await l.store.webhooks.subscribe(job.id, job.keyId, hook)
   const r = await l.jobs.submit(job, { reserved: true })
   if (r.ok || r.reason === 'not_queued') commit() // the queue consumed the reservation
   if (!r.ok) {
+    if (hook) await l.store.webhooks.unsubscribe(job.id).catch(() => {})
     if (r.reason !== 'not_queued') await l.storage.delete(job.originalKey).catch(() => {})
+    // a parallel submission with the same Idempotency-Key and body made the job first: its answer
+    if (r.reason === 'replay') return replayAnswer(r.job)
+    // ended at once (refunded): a retry with the same Idempotency-Key submits again
+    if (r.reason === 'not_queued' && job.idempotency) await l.store.forgetIdempotency(job.keyId, job.idempotency.key, job.id).catch(() => {})
     throw submitError(r)
   }
   return ok({ job_id: job.id, consume_coins: r.charged })
 }
 
+/** The task-status answer of a job (a fresh read), with the extension fields. */
+async function statusData(l: Lucent, job: JobStatusRow): Promise<{ data: TaskStatusData; etaAt?: number }> {
+  const data = taskStatusData(job, l.storage)
+  if (job.status !== 'CONVERTING') return { data }
+  if (job.attempts === 0) data.queue_position = 1 + await l.store.jobsAhead(job.id)
+  else if (job.etaAt !== null) return { data: withEta(data, job.etaAt), etaAt: job.etaAt }
+  return { data }
+}
+
+const withEta = (data: TaskStatusData, etaAt: number, now = Date.now()): TaskStatusData =>
+  ({ ...data, eta_seconds: Math.max(0, Math.ceil((etaAt - now) / 1000)) })
+
 const routes: FastifyPluginAsyncTypebox = async (app) => {
   const l = app.lucent
 
   app.post('/api/photo-enhancer', {
-    schema: { summary: 'Submit a photo job', tags: ['jobs'], security: [{ apikey: [] }], body: PhotoBody, response: { 200: JobCreated, ...errorResponses } },
+    schema: {
+      summary: 'Submit a photo job', tags: ['jobs'], security: [{ apikey: [] }], body: PhotoBody, headers: IdempotencyHeaders,
+      response: { 200: JobCreated, ...conflictResponses },
+    },
   }, async (req) => {
     const b = req.body
+    const idempotency = idempotencyOf('/api/photo-enhancer', req.headers, b)
+    const replay = await lookup(l, req.apiKey!.id, idempotency)
+    if (replay) return replay
     const model = photoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension)
     const format = ext ? photoFormat(ext) : undefined
     if (!ext || !format) throw new ApiError(110400007)
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
+    // Extension: the result also PUT to the caller's bucket (checked before anything is fetched).
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
     return withQueueSlot(l, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
       const sn = sniff(bytes)
       if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
-      const lim = model.limits
       const inPx = sn.width * sn.height
-      if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
-      const outPx = inPx * model.scale * model.scale
-      if (outPx > lim.maxOutMP * 1e6) throw new ApiError(110400010)
-      const coins = photoPrice(l.prices, model.priceClass, outPx)
+      let run = model
+      let output = { width: sn.width * model.scale, height: sn.height * model.scale }
+      let target: { width?: number; height?: number } | undefined
+      if (asksForSize(b)) {
+        // Extension: any output size (server/jobs/output-size.ts): the family member that runs, its limits.
+        const o = outputSize(b, model, sn.width, sn.height, sn.format === 'jpeg' ? exifOrientation(bytes) : undefined)
+        run = o.model
+        output = { width: o.width, height: o.height }
+        target = o.target
+      } else {
+        const lim = model.limits
+        if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
+        if (inPx * model.scale * model.scale > lim.maxOutMP * 1e6) throw new ApiError(110400010)
+      }
+      const coins = photoPrice(l.prices, run.priceClass, output.width * output.height)
       const id = newJobId()
       const originalKey = `o/${id}.${sn.format}`
       await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
-      return submit(l, {
-        id, keyId: req.apiKey!.id, kind: 'photo', model: model.name, coins, originalKey,
+      const created = await submit(l, {
+        id, keyId: req.apiKey!.id, kind: 'photo', model: run.name, coins, originalKey, idempotency,
         params: {
-          format, ext, exif: b.exif ?? false, dpi: model.category === 'enhance' ? b.DPI ?? null : null,
+          format, ext, exif: b.exif ?? false, dpi: run.category === 'enhance' ? b.DPI ?? null : null,
           input: { format: sn.format, width: sn.width, height: sn.height },
-          output: { width: sn.width * model.scale, height: sn.height * model.scale },
+          output,
+          ...(target ? { target } : {}),
+          ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
         },
-      }, commit)
+      }, commit, hook)
+      if (!target) return created
+      return { ...created, data: { ...created.data, model_name: run.name, output_width: output.width, output_height: output.height } }
     })
   })
 
+  /** frame_interpolation without `resolution` keeps the input size: the request gets a placeholder the
+   *  schema accepts (every other request is validated exactly as before). */
+  const keepSize = new WeakSet<object>()
   app.post('/api/video-enhancer', {
-    schema: { summary: 'Submit a video job', tags: ['jobs'], security: [{ apikey: [] }], body: VideoBody, response: { 200: JobCreated, ...errorResponses } },
+    schema: {
+      summary: 'Submit a video job', tags: ['jobs'], security: [{ apikey: [] }], body: VideoBody, headers: IdempotencyHeaders,
+      response: { 200: JobCreated, ...conflictResponses },
+    },
+    preValidation: async (req) => {
+      const b = req.body as Record<string, unknown> | null
+      if (b && typeof b === 'object' && b.model_name === INTERP_MODEL && b.resolution === undefined) {
+        b.resolution = [1, 1]
+        keepSize.add(req)
+      }
+    },
   }, async (req) => {
     const b = req.body
+    const idempotency = idempotencyOf('/api/video-enhancer', req.headers, b)
+    const replay = await lookup(l, req.apiKey!.id, idempotency)
+    if (replay) return replay
     const model = videoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')
     if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
-    const [w, h] = b.resolution
+    let [w, h] = b.resolution
     if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
+    const badSlowmo = slowmoError(b.slowmo)
+    if (badSlowmo) throw new ApiError(100403000, { detail: badSlowmo, hint: badSlowmo })
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
     return withQueueSlot(l, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
       try {
@@ -115,18 +185,32 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         }
         if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) throw new ApiError(110400007)
         if (!(pr.duration >= model.limits.minSeconds && pr.duration <= model.limits.maxSeconds)) throw new ApiError(110400011)
-        const coins = videoPrice(l.prices, model.priceClass, w, h, pr.fps, pr.duration)
+        if (keepSize.has(req)) {
+          ;[w, h] = pr.rotation === 90 || pr.rotation === 270 ? [pr.height, pr.width] : [pr.width, pr.height]
+          if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
+        }
+        // fps / slowmo (server/video/interp.ts): null plan = the old path, old price.
+        const ip = decideInterp(b, {
+          model: model.name, scale: model.scale, fps: pr.fps, fpsRational: pr.fpsRational, duration: pr.duration, ext,
+          maxSeconds: model.limits.maxSeconds,
+        })
+        if (!ip.ok) throw new ApiError(ip.code, { detail: ip.detail, hint: ip.detail })
+        const coins = ip.plan
+          ? videoPrice(l.prices, model.priceClass, w, h, ip.outFps, ip.outSeconds, true)
+          : videoPrice(l.prices, model.priceClass, w, h, pr.fps, pr.duration)
         const id = newJobId()
         const format = sn?.format ?? pr.format.split(',')[0]
         const originalKey = `o/${id}.${format}`
         await l.storage.putStream(originalKey, fs.createReadStream(input.file), contentTypeFor(format), Number.MAX_SAFE_INTEGER)
         return await submit(l, {
-          id, keyId: req.apiKey!.id, kind: 'video', model: model.name, coins, originalKey,
+          id, keyId: req.apiKey!.id, kind: 'video', model: model.name, coins, originalKey, idempotency,
           params: {
             ext, resolution: [w, h],
             input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
+            ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
+            ...(ip.plan ? { interp: ip.plan } : {}),
           },
-        }, commit)
+        }, commit, hook)
       } finally {
         await fsp.rm(input.file, { force: true })
       }
@@ -140,25 +224,37 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const kept = l.status.get(req.body.job_id)
     if (kept) {
       if (kept.keyId !== req.apiKey!.id) throw new ApiError(110400002)
-      return ok(kept.data)
+      return ok(kept.etaAt === undefined ? kept.data : withEta(kept.data, kept.etaAt))
     }
-    const job = await l.store.jobStatus(req.body.job_id)
+    const [job, put] = await Promise.all([l.store.jobStatus(req.body.job_id), l.store.outputPut(req.body.job_id)])
     // Another key's job is reported as unknown: job ids are not shared across keys.
     if (!job || job.keyId !== req.apiKey!.id) throw new ApiError(110400002)
-    const data: TaskStatusData = {
-      job_id: job.id,
-      status: job.status,
-      progress: job.status === 'COMPLETED' ? 100 : job.progress,
-      original_url: l.storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
-      consume_coins: job.coins,
-    }
-    if (job.status === 'COMPLETED' && job.resultKey) data.res_url = l.storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.createdAt) + RETENTION_MS)
-    if (job.status === 'ERROR') {
-      data.error_code = job.errorCode ?? 100500006
-      data.message = job.errorMessage ?? ''
-    }
-    l.status.put(job.id, job.keyId, data)
+    const { data, etaAt } = await statusData(l, job)
+    if (put) data.output_put = outputPutAnswer(put) // extension: only for jobs that gave an output_put_url
+    l.status.put(job.id, job.keyId, data, Date.now(), etaAt)
     return ok(data)
+  })
+
+  // Extension: cancel a waiting or running job (server/jobs/lifecycle.ts cancel(); a run elsewhere is stopped
+  // through the cluster IPC / Redis relay). The job ends ERROR with error_code 110400014 and reason "canceled",
+  // refunded exactly once; a finished job answers 409 (110409000).
+  app.post('/api/task-cancel', {
+    schema: {
+      summary: 'Cancel a job (extension)', tags: ['jobs'], security: [{ apikey: [] }], body: TaskStatusBody,
+      description: 'A waiting job never runs; a running one is stopped. Answers the task-status of the canceled job ' +
+        '(status ERROR, error_code 110400014, reason "canceled"); coins are refunded. A finished job: 409, 110409000.',
+      response: { 200: TaskStatus, ...conflictResponses },
+    },
+  }, async (req) => {
+    const id = req.body.job_id
+    const job = await l.store.jobStatus(id)
+    if (!job || job.keyId !== req.apiKey!.id) throw new ApiError(110400002)
+    if (job.status !== 'CONVERTING') throw new ApiError(110409000)
+    const canceled = await l.jobs.cancel(id, { errorCode: CANCELED_CODE, message: 'canceled by the client' })
+    const now = await l.store.jobStatus(id)
+    // not canceled: it finished (or was canceled) meanwhile; the store let exactly one outcome through
+    if (!canceled || !now || now.errorCode !== CANCELED_CODE) throw new ApiError(110409000)
+    return ok((await statusData(l, now)).data)
   })
 }
 

@@ -16,6 +16,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { readCatalog, type CatalogModel } from '../catalog.js'
 import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
 import { VIDEO_TIERS, type Prices } from '../pricing.js'
+import { INTERP_LIMITS } from '../video/interp.js'
 import { ok } from '../context.js'
 import { Envelope } from './schemas.js'
 
@@ -28,7 +29,7 @@ const FAMILIES: Record<'photo' | 'video', Record<string, string>> = {
   },
   video: {
     face_soft: 'Face Soft', portrait_restore: 'Portrait Restore', general_restore: 'General Restore',
-    ultrahd_restore: 'Ultra HD', generative: 'Generative',
+    ultrahd_restore: 'Ultra HD', generative: 'Generative', frame_interpolation: 'Frame Interpolation',
   },
 }
 
@@ -47,6 +48,7 @@ const VideoPrice = Type.Object({
     coins_per_second: Type.Number({ description: 'at <= 30 fps, this model (premium factor applied)' }),
   })),
   fps_over_30_factor: Type.Number({ description: 'multiplies coins_per_second above 30 fps' }),
+  fps_over_60_factor: Type.Number({ description: 'multiplies coins_per_second above 60 fps of interpolated output (fps / slowmo), instead of fps_over_30_factor' }),
   minimum_coins: Type.Integer(),
 })
 const ModelEntry = Type.Object({
@@ -54,7 +56,8 @@ const ModelEntry = Type.Object({
   kind: Type.Union([Type.Literal('photo'), Type.Literal('video')]),
   family: Type.String({ description: "api.md's family name" }),
   scale: Type.Integer({ description: 'output side = input side x scale (video: the usual resolution is input x scale)' }),
-  category: Type.String({ description: 'photo: enhance | generative_portrait | generative; video: standard | premium' }),
+  family_scales: Type.Array(Type.Integer(), { description: "the scales of this model's family, ascending (photos: the output-size extension, target_width / target_height / scale, runs the next one at or above the size asked for, then resamples)" }),
+  category: Type.String({ description: 'photo: enhance | generative_portrait | generative; video: standard | premium | interp' }),
   aliases: Type.Array(Type.String()),
   description: Type.String(),
   available: Type.Boolean({ description: "false: accepted by the API, but the engine's catalog says it cannot run here (the job ends in ERROR, refunded)" }),
@@ -65,6 +68,10 @@ const ModelEntry = Type.Object({
     dpi: Type.Optional(Type.Boolean({ description: 'photo: DPI metadata honoured' })),
     min_seconds: Type.Optional(Type.Number()),
     max_seconds: Type.Optional(Type.Number()),
+    interpolation: Type.Optional(Type.Object({
+      max_fps: Type.Number(), max_fps_factor: Type.Number({ description: 'frames made per source second, at most this x the source rate' }),
+      slowmo: Type.Array(Type.Integer()), gif_max_fps: Type.Number(),
+    }, { description: 'video: the fps / slowmo request fields (README "Frame interpolation")' })),
   }),
 })
 export const ModelsData = Type.Object({
@@ -81,8 +88,10 @@ const family = (kind: 'photo' | 'video', name: string) => FAMILIES[kind][name.re
 
 /** The answer's data for the price tables in force and the catalog (models/catalog.json by default). */
 export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog()): ModelsAnswer {
+  const stem = (m: CatalogModel) => `${m.kind}:${m.name.replace(/_\d+x$/, '')}`
+  const scalesOf = (m: CatalogModel) => [...new Set(catalog.filter((o) => stem(o) === stem(m)).map((o) => o.scale))].sort((a, b) => a - b)
   const common = (m: CatalogModel) => ({
-    name: m.name, kind: m.kind, family: family(m.kind, m.name), scale: m.scale, category: m.price_class,
+    name: m.name, kind: m.kind, family: family(m.kind, m.name), scale: m.scale, family_scales: scalesOf(m), category: m.price_class,
     aliases: [...m.aliases], description: m.description, available: m.available,
   })
   const models = catalog.map((m) => {
@@ -93,16 +102,20 @@ export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog
         limits: { max_input_mp: m.limits.max_in_mp, max_output_mp: m.limits.max_out_mp, dpi: m.category === 'enhance' },
       }
     }
-    const factor = m.price_class === 'premium' ? prices.premiumFactor : 1
+    const factor = m.price_class === 'premium' ? prices.premiumFactor : m.price_class === 'interp' ? prices.interpFactor : 1
     return {
       ...common(m),
       price: {
         unit: 'output_second' as const,
         tiers: VIDEO_TIERS.map(([tier, max]) => ({ name: tier, max_short_side: max, coins_per_second: prices.video[tier] * factor })),
         fps_over_30_factor: prices.fpsOver30Factor,
+        fps_over_60_factor: prices.fpsOver60Factor,
         minimum_coins: 1,
       },
-      limits: { max_input_mp: null, max_output_mp: m.limits.max_out_mp, min_seconds: m.limits.min_seconds, max_seconds: m.limits.max_seconds },
+      limits: {
+        max_input_mp: null, max_output_mp: m.limits.max_out_mp, min_seconds: m.limits.min_seconds, max_seconds: m.limits.max_seconds,
+        interpolation: { max_fps: INTERP_LIMITS.maxFps, max_fps_factor: INTERP_LIMITS.maxFactor, slowmo: [...INTERP_LIMITS.slowmo], gif_max_fps: INTERP_LIMITS.gifMaxFps },
+      },
     }
   })
   return {

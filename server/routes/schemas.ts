@@ -1,5 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { PHOTO_MODEL_NAMES, VIDEO_MODEL_NAMES } from '../catalog.js'
+import { WEBHOOK_EVENTS } from '../store/webhooks.js'
 
 export const Envelope = <T extends TSchema>(data: T) => Type.Object({
   code: Type.Integer({ examples: [200] }), message: Type.String({ examples: ['OK'] }), data,
@@ -7,10 +8,21 @@ export const Envelope = <T extends TSchema>(data: T) => Type.Object({
 
 export const ErrorBody = Type.Object({
   error_code: Type.Integer(), message: Type.String(), code: Type.Integer(), msg: Type.String(),
+  detail: Type.Optional(Type.String({ description: 'what is wrong, for errors of the fps / slowmo fields' })),
 }, { description: 'Error: error_code/code and message/msg (see server/errors.ts)' })
 
 export const errorResponses = {
   400: ErrorBody, 401: ErrorBody, 402: ErrorBody, 403: ErrorBody, 429: ErrorBody, 500: ErrorBody, 503: ErrorBody,
+}
+/** Routes that can answer 409 (task-cancel of a finished job, an Idempotency-Key reused with another body). */
+export const conflictResponses = { ...errorResponses, 409: ErrorBody }
+
+/** Webhooks (extension) on every submission: optional, ignored by the original contract. */
+const callbackFields = {
+  callback_url: Type.Optional(Type.String({ maxLength: 2048, description: 'http(s) URL POSTed the job\'s events (Standard Webhooks signature with the key\'s secret); default: the key\'s webhook URL. Private addresses are refused (110400021)' })),
+  callback_events: Type.Optional(Type.Array(Type.String({ enum: [...WEBHOOK_EVENTS] }), {
+    minItems: 1, maxItems: WEBHOOK_EVENTS.length, uniqueItems: true, description: 'Events to send; default job.completed, job.failed, job.canceled',
+  })),
 }
 
 export const PhotoBody = Type.Object({
@@ -19,17 +31,46 @@ export const PhotoBody = Type.Object({
   extension: Type.String({ description: 'Output file extension with a leading dot: .bmp .jpeg .jpg .png .jfif .tga .tiff .webp .heif' }),
   exif: Type.Optional(Type.Boolean({ default: false })),
   DPI: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Output DPI metadata (enhance/denoise models only)' })),
+  ...callbackFields,
+  // API extensions (absent: the answer is the commercial one, byte for byte)
+  target_width: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Extension: output width in px (alone: the aspect ratio is kept). The model family runs at the next scale it has, then the result is resampled (Lanczos3)' })),
+  target_height: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Extension: output height in px (alone: the aspect ratio is kept)' })),
+  scale: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 16, description: 'Extension: output side = input side x scale (e.g. 1.5, 3); not with target_width/target_height' })),
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
 }, { description: 'Unknown extra fields are ignored' })
 
 export const VideoBody = Type.Object({
   video_url: Type.String(),
   model_name: Type.String({ enum: VIDEO_MODEL_NAMES }),
-  resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output' }),
+  resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output (may be left out for frame_interpolation: the input size)' }),
   extension: Type.Optional(Type.String({ default: '.mp4', description: '.mp4 .mov .mkv .m4v .avi .gif' })),
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),
-})
+  ...callbackFields,
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the result is also PUT there (task-status `output_put`)" })),
+  fps: Type.Optional(Type.Unknown({
+    description: 'Target frame rate, made by interpolation (RIFE): a number above the source rate (by > 1 %), at most 120 and 8x the source ' +
+      '(GIF: 50). Any other value (at or below the source rate, not a number) is ignored, as clients send this field to the old service',
+  })),
+  slowmo: Type.Optional(Type.Unknown({
+    description: 'Slow motion: 2, 4 or 8 (frames interpolated, duration stretched that many times, audio and subtitles dropped)',
+  })),
+}, { description: 'Unknown extra fields are ignored' })
 
-export const JobCreated = Envelope(Type.Object({ job_id: Type.String(), consume_coins: Type.Integer() }))
+export const JobCreated = Envelope(Type.Object({
+  job_id: Type.String(), consume_coins: Type.Integer(),
+  // Extension, only when the submission asked for an output size:
+  model_name: Type.Optional(Type.String({ description: 'Extension: the family member that runs (e.g. general_4x for scale 3)' })),
+  output_width: Type.Optional(Type.Integer()),
+  output_height: Type.Optional(Type.Integer()),
+}))
+
+/** Extension: the outcome of the PUT to a submission's output_put_url. */
+export const OutputPut = Type.Object({
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  http_status: Type.Union([Type.Integer(), Type.Null()], { description: 'the last answer, null when none came' }),
+  attempts: Type.Integer({ minimum: 0 }),
+  error: Type.Union([Type.String(), Type.Null()], { description: 'why it failed (the result stays at res_url)' }),
+}, { description: 'Extension: delivery of the result to output_put_url' })
 
 export const TaskStatusBody = Type.Object({ job_id: Type.String() })
 export const TaskStatus = Envelope(Type.Object({
@@ -41,6 +82,11 @@ export const TaskStatus = Envelope(Type.Object({
   consume_coins: Type.Integer(),
   error_code: Type.Optional(Type.Integer()),
   message: Type.Optional(Type.String()),
+  // extensions (README "API extensions"): answers only add fields
+  reason: Type.Optional(Type.Literal('canceled', { description: 'ERROR because the job was canceled (POST /api/task-cancel; error_code 110400014)' })),
+  eta_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'Running job: seconds until it is expected to finish, from measured throughput per model and backend; absent when unknown' })),
+  queue_position: Type.Optional(Type.Integer({ minimum: 1, description: 'Waiting job: 1 = next to start' })),
+  output_put: Type.Optional(OutputPut),
 }))
 
 export const PresignItem = Type.Object({
@@ -53,3 +99,28 @@ export const Presigned = Type.Object({
   expire_at: Type.String({ description: 'ISO 8601 time the upload_url expires' }),
 })
 export const Stored = Type.Object({ url: Type.String(), object_key: Type.String(), size: Type.Integer() })
+
+// --- webhooks (extension): GET /api/webhooks/deliveries, POST /api/webhooks/deliveries/{id}/replay ---
+const isoOrNull = (description: string) => Type.Union([Type.String(), Type.Null()], { description })
+export const WebhookDelivery = Type.Object({
+  id: Type.String({ description: 'The webhook-id header: the same on every attempt and replay' }),
+  event: Type.String({ enum: [...WEBHOOK_EVENTS] }),
+  job_id: Type.String(),
+  url: Type.String(),
+  status: Type.String({ enum: ['pending', 'delivered', 'failed'], description: 'failed: the receiver answered 410, or retries ran out' }),
+  attempts: Type.Integer({ minimum: 0 }),
+  last_status: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status of the last answer (null: none, e.g. a timeout)' }),
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  last_attempt_at: isoOrNull('ISO 8601 time of the last attempt'),
+  next_attempt_at: isoOrNull('ISO 8601 time of the next attempt (pending only)'),
+  created_at: Type.String(),
+  delivered_at: isoOrNull('ISO 8601 time of the 2xx answer'),
+})
+export const DeliveriesQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  job_id: Type.Optional(Type.String({ maxLength: 64 })),
+  status: Type.Optional(Type.String({ enum: ['pending', 'delivered', 'failed'] })),
+})
+export const DeliveryList = Envelope(Type.Object({ deliveries: Type.Array(WebhookDelivery) }))
+export const DeliveryParams = Type.Object({ id: Type.String({ maxLength: 128 }) })
+export const DeliveryOne = Envelope(WebhookDelivery)

@@ -9,7 +9,8 @@
  * Migrations run on open (PgStore.open), serialised across processes with an advisory lock.
  */
 import pg from 'pg'
-import type { ApiKey, DebitResult, Job, JobStatus, JobStatusRow, LedgerEntry, NewJob, Store } from './types.js'
+import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
+import { PgWebhooks, WEBHOOK_MIGRATION_PG } from './webhooks-postgres.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
 const MIGRATIONS: string[] = [
@@ -58,6 +59,43 @@ const MIGRATIONS: string[] = [
   CREATE INDEX ledger_key ON ledger(key_id, id);
   CREATE UNIQUE INDEX ledger_once_per_job ON ledger(job_id, kind) WHERE kind IN ('refund', 'trial_refund', 'debit', 'trial');
   `,
+  // --- job API: idempotency, throughput, eta (issue 12: cancel / idempotency / time estimates) -----------------
+  // Idempotency-Key records, unique per (API key, Idempotency-Key), written in the debit transaction; measured
+  // engine throughput per (model, backend); a running job's expected finish.
+  `
+  CREATE TABLE idempotency (
+    key_id TEXT NOT NULL,
+    idem_key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    coins BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (key_id, idem_key)
+  );
+  CREATE INDEX idempotency_age ON idempotency(created_at);
+  CREATE TABLE throughput (
+    model TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    ms_per_unit DOUBLE PRECISION NOT NULL,
+    samples INTEGER NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (model, backend)
+  );
+  ALTER TABLE jobs ADD COLUMN eta_at BIGINT;
+  `,
+  // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-postgres.ts) ---
+  WEBHOOK_MIGRATION_PG,
+  // Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts).
+  `
+  CREATE TABLE output_puts (
+    job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+    status TEXT NOT NULL,
+    http_status INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    updated_at BIGINT NOT NULL
+  );
+  `,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -98,12 +136,14 @@ export interface PgStoreOptions {
 
 export class PgStore implements Store {
   readonly pool: pg.Pool
+  readonly webhooks: PgWebhooks
   private closed = false
 
   private constructor(url: string, o: PgStoreOptions) {
     this.pool = new pg.Pool({ connectionString: url, max: o.max ?? 10, types: typeParser as pg.CustomTypesConfig, ...o.pool })
     // An idle client losing its connection must not crash the process; the pool replaces it.
     this.pool.on('error', () => {})
+    this.webhooks = new PgWebhooks(this.pool)
   }
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */
@@ -214,6 +254,16 @@ export class PgStore implements Store {
       const key = k.rows[0]
       if (!key) return { ok: false, reason: 'no_key' }
       const now = Date.now()
+      const idem = j.idempotency
+      if (idem) {
+        // the key row's lock above serialises every submission of this key: the earlier one has committed
+        const p = await c.query<{ request_hash: string; job_id: string; coins: number }>(
+          'SELECT request_hash, job_id, coins FROM idempotency WHERE key_id = $1 AND idem_key = $2 AND created_at >= $3',
+          [j.keyId, idem.key, now - IDEMPOTENCY_MS])
+        const prev = p.rows[0]
+        if (prev && prev.request_hash !== idem.hash) return { ok: false, reason: 'idempotency_conflict' }
+        if (prev) return { ok: false, reason: 'replay', job: { hash: prev.request_hash, jobId: prev.job_id, coins: prev.coins } }
+      }
       let trial = false
       let charged = j.coins
       let balance: number
@@ -232,6 +282,13 @@ export class PgStore implements Store {
       [j.id, j.keyId, j.kind, j.model, JSON.stringify(j.params), charged, trial, j.originalKey, now])
       await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, $2, $3, $4, $5, $6)',
         [j.keyId, j.id, trial ? 'trial' : 'debit', -charged, balance, now])
+      if (idem) {
+        // the unique (key_id, idem_key) is the last word: a fresh record made meanwhile rolls this debit back
+        const put = await c.query(`INSERT INTO idempotency (key_id, idem_key, request_hash, job_id, coins, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+          ON CONFLICT (key_id, idem_key) DO UPDATE SET request_hash = EXCLUDED.request_hash, job_id = EXCLUDED.job_id, coins = EXCLUDED.coins,
+          created_at = EXCLUDED.created_at WHERE idempotency.created_at < $7`, [j.keyId, idem.key, idem.hash, j.id, charged, now, now - IDEMPOTENCY_MS])
+        if (put.rowCount !== 1) throw new Error('idempotency key recorded concurrently')
+      }
       return { ok: true, job: toJob(job.rows[0]), charged, trial }
     })
   }
@@ -243,8 +300,8 @@ export class PgStore implements Store {
 
   async jobStatus(id: string): Promise<JobStatusRow | null> {
     const r = await this.pool.query<JobStatusRow>(`SELECT id, key_id AS "keyId", status, progress, coins, original_key AS "originalKey",
-      result_key AS "resultKey", error_code AS "errorCode", error_message AS "errorMessage", created_at AS "createdAt", completed_at AS "completedAt"
-      FROM jobs WHERE id = $1`, [id])
+      result_key AS "resultKey", error_code AS "errorCode", error_message AS "errorMessage", created_at AS "createdAt", completed_at AS "completedAt",
+      attempts, eta_at AS "etaAt" FROM jobs WHERE id = $1`, [id])
     return r.rows[0] ?? null
   }
 
@@ -257,9 +314,20 @@ export class PgStore implements Store {
     return r.rows[0]?.attempts ?? 0
   }
 
-  async setProgress(id: string, progress: number): Promise<void> {
-    await this.pool.query("UPDATE jobs SET progress = $1, updated_at = $2 WHERE id = $3 AND status = 'CONVERTING'",
-      [Math.max(0, Math.min(100, Math.round(progress))), Date.now(), id])
+  async setProgress(id: string, progress: number, etaAt?: number | null): Promise<void> {
+    const p = Math.max(0, Math.min(100, Math.round(progress)))
+    if (etaAt === undefined) {
+      await this.pool.query("UPDATE jobs SET progress = $1, updated_at = $2 WHERE id = $3 AND status = 'CONVERTING'", [p, Date.now(), id])
+    } else {
+      await this.pool.query("UPDATE jobs SET progress = $1, eta_at = $2, updated_at = $3 WHERE id = $4 AND status = 'CONVERTING'",
+        [p, etaAt === null ? null : Math.round(etaAt), Date.now(), id])
+    }
+  }
+
+  async jobsAhead(id: string): Promise<number> {
+    const r = await this.pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM jobs o, jobs j WHERE j.id = $1 AND o.status = 'CONVERTING'
+      AND o.attempts = 0 AND (o.created_at < j.created_at OR (o.created_at = j.created_at AND o.id < j.id))`, [id])
+    return r.rows[0]?.n ?? 0
   }
 
   async completeJob(id: string, resultKey: string): Promise<boolean> {
@@ -306,6 +374,52 @@ export class PgStore implements Store {
     const r = await this.pool.query<{ id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
       'SELECT * FROM ledger WHERE key_id = $1 ORDER BY id', [keyId])
     return r.rows.map((x) => ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at }))
+  }
+
+  async idempotentJob(keyId: string, key: string, since: number): Promise<IdempotentJob | null> {
+    const r = await this.pool.query<{ request_hash: string; job_id: string; coins: number }>(
+      'SELECT request_hash, job_id, coins FROM idempotency WHERE key_id = $1 AND idem_key = $2 AND created_at >= $3', [keyId, key, since])
+    const x = r.rows[0]
+    return x ? { hash: x.request_hash, jobId: x.job_id, coins: x.coins } : null
+  }
+
+  async forgetIdempotency(keyId: string, key: string, jobId: string): Promise<void> {
+    await this.pool.query('DELETE FROM idempotency WHERE key_id = $1 AND idem_key = $2 AND job_id = $3', [keyId, key, jobId])
+  }
+
+  async purgeIdempotency(before: number): Promise<number> {
+    return (await this.pool.query('DELETE FROM idempotency WHERE created_at < $1', [before])).rowCount ?? 0
+  }
+
+  async throughput(model: string, backend: string): Promise<Throughput | null> {
+    const r = await this.pool.query<{ ms_per_unit: number; samples: number }>(
+      'SELECT ms_per_unit, samples FROM throughput WHERE model = $1 AND backend = $2', [model, backend])
+    return r.rows[0] ? { msPerUnit: r.rows[0].ms_per_unit, samples: r.rows[0].samples } : null
+  }
+
+  async recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number): Promise<void> {
+    await this.pool.query(`INSERT INTO throughput (model, backend, ms_per_unit, samples, updated_at) VALUES ($1, $2, $3, 1, $4)
+      ON CONFLICT (model, backend) DO UPDATE SET ms_per_unit = throughput.ms_per_unit * (1 - $5::float8) + EXCLUDED.ms_per_unit * $5::float8,
+      samples = throughput.samples + 1, updated_at = EXCLUDED.updated_at`, [model, backend, msPerUnit, Date.now(), alpha])
+  }
+
+  async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> {
+    const r = await this.pool.query<{ id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+      'SELECT * FROM ledger WHERE key_id = $1 ORDER BY id DESC LIMIT $2', [keyId, limit])
+    return r.rows.map((x) => ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at }))
+  }
+
+  async setOutputPut(jobId: string, o: OutputPutState): Promise<void> {
+    await this.pool.query(`INSERT INTO output_puts (job_id, status, http_status, attempts, error, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+      ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, http_status = EXCLUDED.http_status, attempts = EXCLUDED.attempts,
+      error = EXCLUDED.error, updated_at = EXCLUDED.updated_at`, [jobId, o.status, o.httpStatus, o.attempts, o.error, Date.now()])
+  }
+
+  async outputPut(jobId: string): Promise<OutputPutState | null> {
+    const r = await this.pool.query<{ status: OutputPutState['status']; http_status: number | null; attempts: number; error: string | null }>(
+      'SELECT status, http_status, attempts, error FROM output_puts WHERE job_id = $1', [jobId])
+    const x = r.rows[0]
+    return x ? { status: x.status, httpStatus: x.http_status, attempts: x.attempts, error: x.error } : null
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,8 @@
 import Database from 'better-sqlite3'
 import fs from 'node:fs'
 import path from 'node:path'
-import type { ApiKey, DebitResult, Job, JobStatus, JobStatusRow, LedgerEntry, NewJob, Store } from './types.js'
+import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
+import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS keys (
@@ -48,7 +49,44 @@ CREATE TABLE IF NOT EXISTS ledger (
 );
 CREATE INDEX IF NOT EXISTS ledger_key ON ledger(key_id);
 CREATE UNIQUE INDEX IF NOT EXISTS ledger_one_refund ON ledger(job_id, kind) WHERE kind IN ('refund', 'trial_refund', 'debit', 'trial');
+CREATE TABLE IF NOT EXISTS output_puts (
+  job_id TEXT PRIMARY KEY REFERENCES jobs(id),
+  status TEXT NOT NULL,
+  http_status INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  error TEXT,
+  updated_at INTEGER NOT NULL
+);
 `
+
+// --- job API: idempotency keys, measured throughput, expected finish (issue 12: cancel / idempotency / ETA) ---
+// Idempotency-Key records: one per (API key, Idempotency-Key), written in the debit transaction (same as
+// PostgreSQL's migration "job API: idempotency, throughput, eta").
+const SCHEMA_JOB_API = `
+CREATE TABLE IF NOT EXISTS idempotency (
+  key_id TEXT NOT NULL,
+  idem_key TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  coins INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (key_id, idem_key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_age ON idempotency(created_at);
+CREATE TABLE IF NOT EXISTS throughput (
+  model TEXT NOT NULL,
+  backend TEXT NOT NULL,
+  ms_per_unit REAL NOT NULL,
+  samples INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (model, backend)
+);
+`
+/** jobs.eta_at (expected finish, ms epoch): added to databases made before it. */
+function addEtaColumn(db: Database.Database): void {
+  const cols = db.prepare<[], { name: string }>('PRAGMA table_info(jobs)').all()
+  if (!cols.some((c) => c.name === 'eta_at')) db.exec('ALTER TABLE jobs ADD COLUMN eta_at INTEGER')
+}
 
 interface KeyRow { id: string; hash: string; coins: number; trial_total: number; trial_left: number; expires_at: number | null; rate: number | null; revoked: number; created_at: number }
 interface JobRow {
@@ -69,6 +107,7 @@ const toJob = (r: JobRow): Job => ({
 
 export class SqliteStore implements Store {
   readonly db: Database.Database
+  readonly webhooks: SqliteWebhooks
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
   private txRefund: Database.Transaction<(jobId: string) => boolean>
@@ -84,6 +123,13 @@ export class SqliteStore implements Store {
     this.db.pragma('busy_timeout = 5000')
     this.db.pragma('foreign_keys = ON')
     this.db.exec(SCHEMA)
+    this.db.transaction(() => {
+      this.db.exec(SCHEMA_JOB_API)
+      addEtaColumn(this.db)
+    }).immediate()
+    // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-sqlite.ts) ---
+    this.db.exec(WEBHOOK_SCHEMA_SQLITE)
+    this.webhooks = new SqliteWebhooks(this.db)
     const db = this.db
     this.s = {
       keyByHash: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?'),
@@ -99,12 +145,33 @@ export class SqliteStore implements Store {
       insLedger: db.prepare('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES (?, ?, ?, ?, ?, ?)'),
       ledger: db.prepare<[string], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
         'SELECT * FROM ledger WHERE key_id = ? ORDER BY id'),
+      recentLedger: db.prepare<[string, number], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+        'SELECT * FROM ledger WHERE key_id = ? ORDER BY id DESC LIMIT ?'),
+      setOutputPut: db.prepare(`INSERT INTO output_puts (job_id, status, http_status, attempts, error, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, http_status = excluded.http_status, attempts = excluded.attempts,
+        error = excluded.error, updated_at = excluded.updated_at`),
+      outputPut: db.prepare<[string], { status: OutputPutState['status']; http_status: number | null; attempts: number; error: string | null }>(
+        'SELECT status, http_status, attempts, error FROM output_puts WHERE job_id = ?'),
       insJob: db.prepare(`INSERT INTO jobs (id, key_id, kind, model, params, status, progress, coins, trial, original_key, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, 'CONVERTING', 0, ?, ?, ?, ?, ?)`),
       getJob: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE id = ?'),
       jobStatus: db.prepare<[string], JobStatusRow>(`SELECT id, key_id AS keyId, status, progress, coins, original_key AS originalKey,
-        result_key AS resultKey, error_code AS errorCode, error_message AS errorMessage, created_at AS createdAt, completed_at AS completedAt
-        FROM jobs WHERE id = ?`),
+        result_key AS resultKey, error_code AS errorCode, error_message AS errorMessage, created_at AS createdAt, completed_at AS completedAt,
+        attempts, eta_at AS etaAt FROM jobs WHERE id = ?`),
+      jobsAhead: db.prepare<[string], { n: number }>(`SELECT COUNT(*) AS n FROM jobs o, jobs j WHERE j.id = ? AND o.status = 'CONVERTING'
+        AND o.attempts = 0 AND (o.created_at < j.created_at OR (o.created_at = j.created_at AND o.id < j.id))`),
+      progressEta: db.prepare("UPDATE jobs SET progress = ?, eta_at = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'"),
+      idemGet: db.prepare<[string, string, number], { request_hash: string; job_id: string; coins: number }>(
+        'SELECT request_hash, job_id, coins FROM idempotency WHERE key_id = ? AND idem_key = ? AND created_at >= ?'),
+      idemPut: db.prepare(`INSERT INTO idempotency (key_id, idem_key, request_hash, job_id, coins, created_at) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (key_id, idem_key) DO UPDATE SET request_hash = excluded.request_hash, job_id = excluded.job_id, coins = excluded.coins,
+        created_at = excluded.created_at`),
+      idemForget: db.prepare('DELETE FROM idempotency WHERE key_id = ? AND idem_key = ? AND job_id = ?'),
+      idemPurge: db.prepare('DELETE FROM idempotency WHERE created_at < ?'),
+      tpGet: db.prepare<[string, string], { ms_per_unit: number; samples: number }>('SELECT ms_per_unit, samples FROM throughput WHERE model = ? AND backend = ?'),
+      tpPut: db.prepare(`INSERT INTO throughput (model, backend, ms_per_unit, samples, updated_at) VALUES (?, ?, ?, 1, ?)
+        ON CONFLICT (model, backend) DO UPDATE SET ms_per_unit = throughput.ms_per_unit * (1 - ?) + excluded.ms_per_unit * ?,
+        samples = throughput.samples + 1, updated_at = excluded.updated_at`),
       jobsByStatus: db.prepare<[string], JobRow>('SELECT * FROM jobs WHERE status = ? ORDER BY created_at'),
       attempt: db.prepare<[number, string], { attempts: number }>('UPDATE jobs SET attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING attempts'),
       progress: db.prepare("UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'"),
@@ -131,6 +198,13 @@ export class SqliteStore implements Store {
       const key = s.keyById.get(j.keyId)
       if (!key) return { ok: false, reason: 'no_key' }
       const now = Date.now()
+      const idem = j.idempotency
+      if (idem) {
+        // an IMMEDIATE transaction: parallel submissions with one key are serialised here, across processes too
+        const prev = s.idemGet.get(j.keyId, idem.key, now - IDEMPOTENCY_MS)
+        if (prev && prev.request_hash !== idem.hash) return { ok: false, reason: 'idempotency_conflict' }
+        if (prev) return { ok: false, reason: 'replay', job: { hash: prev.request_hash, jobId: prev.job_id, coins: prev.coins } }
+      }
       let trial = false
       let charged = j.coins
       if (key.trial_left > 0) {
@@ -142,6 +216,7 @@ export class SqliteStore implements Store {
       }
       s.insJob.run(j.id, j.keyId, j.kind, j.model, JSON.stringify(j.params), charged, trial ? 1 : 0, j.originalKey, now, now)
       s.insLedger.run(j.keyId, j.id, trial ? 'trial' : 'debit', -charged, balance(j.keyId), now)
+      if (idem) s.idemPut.run(j.keyId, idem.key, idem.hash, j.id, charged, now)
       return { ok: true, job: toJob(s.getJob.get(j.id)!), charged, trial }
     })
     this.txRefund = db.transaction((jobId: string): boolean => {
@@ -194,7 +269,12 @@ export class SqliteStore implements Store {
   async jobStatus(id: string) { return this.jobStatusSync(id) }
   async jobsByStatus(status: JobStatus) { return this.s.jobsByStatus.all(status).map(toJob) }
   async startAttempt(id: string) { return this.s.attempt.get(Date.now(), id)?.attempts ?? 0 }
-  async setProgress(id: string, progress: number) { this.s.progress.run(Math.max(0, Math.min(100, Math.round(progress))), Date.now(), id) }
+  async setProgress(id: string, progress: number, etaAt?: number | null) {
+    const p = Math.max(0, Math.min(100, Math.round(progress)))
+    if (etaAt === undefined) this.s.progress.run(p, Date.now(), id)
+    else this.s.progressEta.run(p, etaAt === null ? null : Math.round(etaAt), Date.now(), id)
+  }
+  async jobsAhead(id: string) { return this.s.jobsAhead.get(id)?.n ?? 0 }
   async completeJob(id: string, resultKey: string) {
     const now = Date.now()
     return this.s.complete.run(resultKey, now, now, id).changes === 1
@@ -204,5 +284,27 @@ export class SqliteStore implements Store {
   async ledger(keyId: string): Promise<LedgerEntry[]> {
     return this.s.ledger.all(keyId).map((r) => ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at }))
   }
+  async idempotentJob(keyId: string, key: string, since: number): Promise<IdempotentJob | null> {
+    const r = this.s.idemGet.get(keyId, key, since)
+    return r ? { hash: r.request_hash, jobId: r.job_id, coins: r.coins } : null
+  }
+  async forgetIdempotency(keyId: string, key: string, jobId: string) { this.s.idemForget.run(keyId, key, jobId) }
+  async purgeIdempotency(before: number) { return this.s.idemPurge.run(before).changes }
+  async throughput(model: string, backend: string): Promise<Throughput | null> {
+    const r = this.s.tpGet.get(model, backend)
+    return r ? { msPerUnit: r.ms_per_unit, samples: r.samples } : null
+  }
+  async recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number) {
+    this.s.tpPut.run(model, backend, msPerUnit, Date.now(), alpha, alpha)
+  }
+  async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> {
+    return this.s.recentLedger.all(keyId, limit).map((r) => ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at }))
+  }
+  async setOutputPut(jobId: string, o: OutputPutState) { this.s.setOutputPut.run(jobId, o.status, o.httpStatus, o.attempts, o.error, Date.now()) }
+  outputPutSync(jobId: string): OutputPutState | null {
+    const r = this.s.outputPut.get(jobId)
+    return r ? { status: r.status, httpStatus: r.http_status, attempts: r.attempts, error: r.error } : null
+  }
+  async outputPut(jobId: string) { return this.outputPutSync(jobId) }
   async close() { if (this.db.open) this.db.close() }
 }

@@ -1,5 +1,6 @@
 /** Persistence interface (keys, jobs, ledger): SQLite (sqlite.ts) or PostgreSQL (postgres.ts). Job state is
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
+import type { WebhookStore } from './webhooks.js'
 
 export interface ApiKey {
   id: string
@@ -40,6 +41,10 @@ export interface Job {
 export interface JobStatusRow {
   id: string; keyId: string; status: JobStatus; progress: number; coins: number; originalKey: string; resultKey: string | null
   errorCode: number | null; errorMessage: string | null; createdAt: number; completedAt: number | null
+  /** Runs started (0 = still waiting for its first run). */
+  attempts: number
+  /** When the running job is expected to finish (ms epoch; server/jobs/eta.ts), null when unknown. */
+  etaAt: number | null
 }
 
 export interface LedgerEntry {
@@ -52,6 +57,15 @@ export interface LedgerEntry {
   at: number
 }
 
+/** Extension: the PUT of a job's result to its output_put_url (server/jobs/output-put.ts). */
+export interface OutputPutState {
+  status: 'pending' | 'delivered' | 'failed'
+  /** The last HTTP answer, null when none came. */
+  httpStatus: number | null
+  attempts: number
+  error: string | null
+}
+
 export interface NewJob {
   id: string
   keyId: string
@@ -61,11 +75,29 @@ export interface NewJob {
   params: Record<string, unknown>
   coins: number
   originalKey: string
+  /** An Idempotency-Key submission: recorded with the job in the same transaction (unique per API key). */
+  idempotency?: Idempotency
 }
+
+/** An Idempotency-Key of a submission: the client's key and a hash of the request (route + body). */
+export interface Idempotency { key: string; hash: string }
+
+/** A submission remembered under its Idempotency-Key (for IDEMPOTENCY_MS). */
+export interface IdempotentJob { hash: string; jobId: string; coins: number }
+
+/** How long an Idempotency-Key is remembered. */
+export const IDEMPOTENCY_MS = 24 * 3600 * 1000
 
 export type DebitResult =
   | { ok: true; job: Job; charged: number; trial: boolean }
   | { ok: false; reason: 'insufficient' | 'trial_exhausted' | 'no_key' }
+  /** The Idempotency-Key already made a job (nothing debited): with the same request -> that job (`replay`),
+   *  another request -> `idempotency_conflict`. */
+  | { ok: false; reason: 'replay'; job: IdempotentJob }
+  | { ok: false; reason: 'idempotency_conflict' }
+
+/** Measured engine throughput of one model on one backend (server/jobs/eta.ts): ms per unit of work. */
+export interface Throughput { msPerUnit: number; samples: number }
 
 export interface Store {
   // keys
@@ -84,12 +116,33 @@ export interface Store {
   jobStatus(id: string): Promise<JobStatusRow | null>
   jobsByStatus(status: JobStatus): Promise<Job[]>
   startAttempt(id: string): Promise<number>
-  setProgress(id: string, progress: number): Promise<void>
+  /** Progress of a CONVERTING job; with `etaAt` (ms epoch or null) also its expected finish. */
+  setProgress(id: string, progress: number, etaAt?: number | null): Promise<void>
+  /** Waiting jobs (CONVERTING, never started) submitted before this one: its queue position - 1. */
+  jobsAhead(id: string): Promise<number>
   completeJob(id: string, resultKey: string): Promise<boolean>
   /** Marks the job ERROR (if CONVERTING) and refunds it; idempotent: refunds at most once per job. */
   failJob(id: string, errorCode: number, message: string): Promise<boolean>
   /** Idempotent refund (exactly once per job). Returns true if it refunded now. */
   refund(jobId: string): Promise<boolean>
   ledger(keyId: string): Promise<LedgerEntry[]>
+  // idempotency (unique per API key and Idempotency-Key; written by debitAndCreateJob)
+  /** The submission made under this key since `since` (ms epoch), if any. */
+  idempotentJob(keyId: string, key: string, since: number): Promise<IdempotentJob | null>
+  /** Forgets a key's record of `jobId` (its submission failed after the debit: a retry may submit again). */
+  forgetIdempotency(keyId: string, key: string, jobId: string): Promise<void>
+  /** Drops records older than `before` (ms epoch); returns how many. */
+  purgeIdempotency(before: number): Promise<number>
+  // measured throughput (time estimates)
+  throughput(model: string, backend: string): Promise<Throughput | null>
+  /** Folds one measurement into the moving average (weight `alpha` for the new one; the first one is taken). */
+  recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number): Promise<void>
+  /** Webhook secrets, subscriptions and the delivery outbox (./webhooks.ts). */
+  readonly webhooks: WebhookStore
+  /** The key's newest `limit` ledger rows, newest first. */
+  recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]>
+  /** Extension: record the state of a job's output PUT (insert or replace). */
+  setOutputPut(jobId: string, state: OutputPutState): Promise<void>
+  outputPut(jobId: string): Promise<OutputPutState | null>
   close(): Promise<void>
 }

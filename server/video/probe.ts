@@ -124,6 +124,8 @@ export interface Timestamps {
   vfr: boolean
   /** Median frame interval, seconds. */
   interval: number
+  /** How long the last frame (highest pts) lasts, from its packet's duration (0 when the container does not say). */
+  lastDuration?: number
 }
 
 /**
@@ -132,21 +134,26 @@ export interface Timestamps {
  */
 export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 300_000): Promise<Timestamps> {
   return new Promise((resolve, reject) => {
-    const p = spawn(ffprobe, ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'packet=pts_time', '-of', 'csv=p=0', file], {
+    const p = spawn(ffprobe, ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'packet=pts_time,duration_time', '-of', 'csv=p=0', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
     const pts: number[] = []
+    let last = { t: -Infinity, d: 0 }
+    const line = (l: string) => {
+      const [a, b] = l.split(',')
+      const t = Number(a)
+      if (!l.trim() || a === undefined || a.trim() === '' || !Number.isFinite(t)) return
+      pts.push(t)
+      if (t > last.t) last = { t, d: Number(b) || 0 }
+    }
     let rest = ''
     let err = ''
     p.stdout.setEncoding('utf8')
     p.stdout.on('data', (d: string) => {
       const lines = (rest + d).split('\n')
       rest = lines.pop() ?? ''
-      for (const l of lines) {
-        const t = Number(l.split(',')[0])
-        if (l.trim() && Number.isFinite(t)) pts.push(t)
-      }
+      for (const l of lines) line(l)
     })
     p.stderr.on('data', (d: Buffer) => {
       if (err.length < 4096) err += d.toString()
@@ -157,11 +164,10 @@ export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 3
     })
     p.on('close', (code) => {
       clearTimeout(timer)
-      const t = Number(rest.split(',')[0])
-      if (rest.trim() && Number.isFinite(t)) pts.push(t)
+      line(rest)
       if (code !== 0) return reject(new ProbeError('invalid', `ffprobe packets failed: ${err.trim().slice(0, 300)}`))
       pts.sort((a, b) => a - b)
-      resolve(analyseTimestamps(pts))
+      resolve({ ...analyseTimestamps(pts), lastDuration: last.d > 0 ? last.d : 0 })
     })
   })
 }

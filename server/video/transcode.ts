@@ -20,6 +20,9 @@
 //   AVI and GIF are always constant-rate.
 // - Rotation: ffmpeg's decoder applies the display matrix (autorotate), so frames arrive upright; the
 //   output carries no rotation.
+// - Frame-rate conversion (`outFps`, server/video/interp.ts): the processor may return more frames than it
+//   was given (and `flush` the last ones); the encoder takes them at `outFps`, constant rate. `dropAudio`
+//   (slow motion) leaves out audio and subtitles, whose timing no longer applies.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { rm, writeFile } from 'node:fs/promises'
 
@@ -37,12 +40,15 @@ export interface VideoStreamInfo {
   videoOffset?: number
 }
 
+/** Processed frames: `count` of them (default: as many as were given) of width x height, RGB24. */
+export interface ProcessedFrames { data: Buffer; width: number; height: number; count?: number }
+
 export type FrameProcessor = (
   frames: Buffer,
   width: number,
   height: number,
   count: number,
-) => Promise<{ data: Buffer; width: number; height: number }>
+) => Promise<ProcessedFrames>
 
 export interface TranscodeOptions {
   input: string
@@ -66,6 +72,14 @@ export interface TranscodeOptions {
   timestamps?: number[]
   onProgress?: (framesDone: number, framesTotal: number) => void
   signal?: AbortSignal
+  /** Output frame rate (a frame-rate conversion: `process` returns the output's frames). Default: the input's. */
+  outFps?: string
+  /** Output frames expected (progress); default `info.frames`. */
+  outFrames?: number
+  /** After the last batch: the output's last frames, if any (e.g. the last frame repeated to the end). */
+  flush?: () => Promise<ProcessedFrames | null>
+  /** Leave out audio and subtitles (slow motion). */
+  dropAudio?: boolean
 }
 
 export class TranscodeError extends Error {
@@ -118,8 +132,8 @@ export function keepsVfr(container: string): boolean {
 function passthroughArgs(o: TranscodeOptions, src: number): string[] {
   const args: string[] = []
   const c = o.container
-  if (o.info.hasAudio) args.push('-map', `${src}:a?`, '-c:a', 'copy')
-  const subs = o.info.subtitleCodecs ?? (o.info.hasSubtitles ? ['subrip'] : [])
+  if (o.info.hasAudio && !o.dropAudio) args.push('-map', `${src}:a?`, '-c:a', 'copy')
+  const subs = o.dropAudio ? [] : o.info.subtitleCodecs ?? (o.info.hasSubtitles ? ['subrip'] : [])
   if (c === 'mkv') {
     subs.forEach((codec, i) => args.push('-map', `${src}:s:${i}`, `-c:s:${i}`, codec === 'mov_text' ? 'srt' : 'copy'))
     args.push('-map', `${src}:t?`)
@@ -144,7 +158,7 @@ function videoCodecArgs(o: TranscodeOptions): string[] {
 }
 
 function rawInput(o: TranscodeOptions, frameW: number, frameH: number, offset: boolean): string[] {
-  const args = ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${frameW}x${frameH}`, '-framerate', o.info.fps]
+  const args = ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${frameW}x${frameH}`, '-framerate', o.outFps ?? o.info.fps]
   if (offset && (o.info.videoOffset ?? 0) > 0.001) args.push('-itsoffset', (o.info.videoOffset ?? 0).toFixed(6))
   return [...args, '-i', 'pipe:0']
 }
@@ -292,7 +306,7 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
   const [w, h] = rot === 90 || rot === 270 ? [o.info.height, o.info.width] : [o.info.width, o.info.height]
   const frameBytes = w * h * 3
   const batch = Math.max(1, o.batch ?? 4)
-  const vfr = !!o.timestamps && o.timestamps.length > 1 && keepsVfr(o.container)
+  const vfr = !o.outFps && !!o.timestamps && o.timestamps.length > 1 && keepsVfr(o.container)
   const tmpVideo = `${o.output}.v.mkv`
   const tmpTimed = `${o.output}.t.mkv`
   const tmpTs = `${o.output}.ts.txt`
@@ -320,20 +334,25 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
     let next = it.next()
     for (;;) {
       const r = await next
-      if (r.done) break
+      const frames = r.done ? null : r.value
+      // The decoder is done: one more round for the processor's last frames (`flush`), if it holds any back.
+      if (!frames && (!o.flush || done === 0)) break
       if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
-      next = it.next() // decode the next batch while this one is enhanced
-      next.catch(() => {})
-      const frames = r.value
-      const count = frames.length / frameBytes
-      let out
+      if (frames) {
+        next = it.next() // decode the next batch while this one is enhanced
+        next.catch(() => {})
+      }
+      const count = frames ? frames.length / frameBytes : 0
+      let out: ProcessedFrames | null
       try {
-        out = await o.process(frames, w, h, count)
+        out = frames ? await o.process(frames, w, h, count) : await o.flush!()
       } catch (e) {
         if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
         const err = e as Error & { code?: string }
         throw new TranscodeError(err.message, 'engine', err.code)
       }
+      if (!out) break
+      const made = out.count ?? count
       await pendingWrite
       if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
       if (!enc) {
@@ -347,13 +366,16 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
         encErr = collectStderr(enc)
         encExit = exitOf(enc)
       }
-      if (out.width !== outW || out.height !== outH || out.data.length !== outW * outH * 3 * count) {
-        throw new TranscodeError(`engine returned ${out.data.length} bytes (${out.width}x${out.height}) for ${count} frames`, 'engine')
+      if (out.width !== outW || out.height !== outH || out.data.length !== outW * outH * 3 * made) {
+        throw new TranscodeError(`engine returned ${out.data.length} bytes (${out.width}x${out.height}) for ${made} frames`, 'engine')
       }
-      pendingWrite = writeAll(enc, out.data) // the encoder drains this while the next batch is enhanced
-      pendingWrite.catch(() => {})
-      done += count
-      o.onProgress?.(done, Math.max(done, o.info.frames))
+      if (made > 0) {
+        pendingWrite = writeAll(enc, out.data) // the encoder drains this while the next batch is enhanced
+        pendingWrite.catch(() => {})
+      }
+      done += made
+      o.onProgress?.(done, Math.max(done, o.outFrames ?? o.info.frames))
+      if (!frames) break
     }
     await pendingWrite
     const dcode = await decExit

@@ -20,7 +20,7 @@ import { newApiKey } from '../../server/auth.js'
 import { png } from '../helper.js'
 import { inspect } from '../support/inspect.js'
 
-type FakePool = Pick<EnginePool, 'enhance' | 'enhanceFrames'>
+type FakePool = Pick<EnginePool, 'enhance' | 'enhanceFrames' | 'interpolateFrames'>
 const hasFfmpeg = spawnSync('ffprobe', ['-version']).status === 0 && spawnSync('ffmpeg', ['-version']).status === 0
 const silent = { info() {}, warn() {}, error() {}, debug() {}, trace() {}, fatal() {}, child() { return silent }, level: 'silent', silent() {} }
 const photoParams = (format = 'png'): PhotoParams => ({ format, ext: format, exif: false, dpi: null, input: { format: 'png', width: 4, height: 4 }, output: { width: 8, height: 8 } })
@@ -45,7 +45,8 @@ async function setup(t: Test, pool: Partial<FakePool>, o: { jobTimeoutMs?: numbe
   const run = makeRunner({
     jobs, storage, log: silent as unknown as RunnerDeps['log'], retry: o.retry,
     video: videoSettings({ LUCENT_VIDEO_TMP: tmp, ...o.video }),
-    pool: { enhance: () => { throw new Error('no enhance in this test') }, enhanceFrames: () => { throw new Error('no frames in this test') }, ...pool },
+    pool: { enhance: () => { throw new Error('no enhance in this test') }, enhanceFrames: () => { throw new Error('no frames in this test') },
+      interpolateFrames: () => { throw new Error('no interpolation in this test') }, ...pool },
   })
   const photo = async (id: string, params = photoParams(), original: Buffer | null = png(4, 4)) => {
     if (original) await storage.put(`o/${id}.png`, original, 'image/png')

@@ -106,6 +106,23 @@ t.test('error codes: unknown model, corrupt bytes, bad quality, abort', { skip }
   t.equal(getEventListeners(ac2.signal, 'abort').length, 0)
 })
 
+t.test('enhance to a target size: targetWidth / targetHeight', { skip }, async (t) => {
+  lucent.init({ modelDir, backend: 'cpu' })
+  const img = photo('0030.jpg') // 220 x 220
+  const { width, height } = lucent.probe(img)
+  // general_2x runs at 2x, then the result is resampled: width alone keeps the aspect ratio.
+  const w = await lucent.enhance(img, { model: 'general_2x', format: 'png', targetWidth: 330 })
+  t.same([w.width, w.height], [330, Math.round((330 * height) / width)])
+  t.match(lucent.probe(w.data), { width: w.width, height: w.height, format: 'png' })
+  const both = await lucent.enhance(img, { model: 'general_2x', format: 'jpg', targetWidth: 100, targetHeight: 61 })
+  t.match(lucent.probe(both.data), { width: 100, height: 61, format: 'jpg' })
+  // Bad sides are invalid_argument; a size over the model's output limit is image_too_large.
+  for (const bad of [{ targetWidth: 0 }, { targetHeight: -5 }, { targetWidth: 1.5 }, { targetWidth: 65536 }, { targetHeight: Number.NaN }]) {
+    await t.rejects(lucent.enhance(img, { model: 'general_2x', format: 'png', ...bad }), { code: 'invalid_argument' }, JSON.stringify(bad))
+  }
+  await t.rejects(lucent.enhance(img, { model: 'general_2x', format: 'png', targetWidth: 65535, targetHeight: 65535 }), { code: 'image_too_large' })
+})
+
 t.test('enhanceFrames, with per-video state for face models', { skip }, async (t) => {
   lucent.init({ modelDir, backend: 'cpu' })
   const w = 16, h = 12

@@ -11,7 +11,7 @@ const DEFAULT_PRICES = loadPrices()
 import { modelsData } from '../../server/routes/models.js'
 
 interface Entry {
-  name: string; kind: 'photo' | 'video'; family: string; scale: number; category: string; aliases: string[]
+  name: string; kind: 'photo' | 'video'; family: string; scale: number; family_scales: number[]; category: string; aliases: string[]
   description: string; available: boolean
   price: { unit: string; tiers: Array<{ below_mp?: number | null; coins?: number; name?: string; max_short_side?: number | null; coins_per_second?: number }>; fps_over_30_factor?: number; minimum_coins?: number }
   limits: { max_input_mp: number | null; max_output_mp: number; dpi?: boolean; min_seconds?: number; max_seconds?: number }
@@ -72,7 +72,7 @@ t.test('every catalog model with kind, scale, limits and the prices in force; no
   for (const e of models) {
     const m = e.kind === 'photo' ? PHOTO_MODELS.get(e.name)! : VIDEO_MODELS.get(e.name)!
     t.equal(e.scale, m.scale, `${e.name} scale`)
-    t.match(e.name, new RegExp(`_${e.scale}x$`), `${e.name}: the name's suffix is its scale`)
+    if (e.name !== 'frame_interpolation') t.match(e.name, new RegExp(`_${e.scale}x$`), `${e.name}: the name's suffix is its scale`)
     t.ok(e.family && e.description && !e.description.includes('\n'), `${e.name}: family and a one-line description`)
     if (e.kind === 'photo') {
       const pm = PHOTO_MODELS.get(e.name)!
@@ -85,6 +85,10 @@ t.test('every catalog model with kind, scale, limits and the prices in force; no
       t.equal(e.price.unit, 'output_second')
     }
   }
+  t.same(models.find((m) => m.name === 'general_2x')!.family_scales, [2, 4], 'the family of general_2x')
+  t.same(models.find((m) => m.name === 'generative_1x' && m.kind === 'photo')!.family_scales, [1, 2, 4])
+  t.same(models.find((m) => m.name === 'generative_1x' && m.kind === 'video')!.family_scales, [1], 'per kind')
+  t.same(models.find((m) => m.name === 'sharpen_denoise_1x')!.family_scales, [1])
   t.same(models.find((m) => m.name === 'sharpen_denoise_1x')!.aliases, ['sharpen_denoise'])
   t.same(models.find((m) => m.name === 'detail_denoise_1x')!.aliases, ['detail_denoise'])
   t.equal(models.find((m) => m.name === 'face_2x')!.family, 'Face Clear')

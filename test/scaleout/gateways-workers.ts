@@ -7,17 +7,16 @@
  * /readyz and /metrics. Needs the native addon (CPU backend). In CI a missing service or addon FAILS.
  */
 import t from 'tap'
-import crypto from 'node:crypto'
 import net from 'node:net'
 import path from 'node:path'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import pg from 'pg'
 import { Redis } from 'ioredis'
-import { S3Client, CreateBucketCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
-import { repoRoot, tempDir, modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { ListObjectsV2Command } from '@aws-sdk/client-s3'
+import { repoRoot, modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
-import { requireServices, freshDatabase, inCI } from './services.js'
+import { requireServices, isolatedDeployment, inCI } from './services.js'
 
 const bin = path.join(repoRoot, 'bin', 'lucent.js')
 const JOBS = 50
@@ -53,42 +52,13 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   }
   const t0 = Date.now()
   // isolation: a fresh database, a fresh Redis db number (flushed), a fresh bucket
-  const databaseUrl = await freshDatabase(t, svc.LUCENT_DATABASE_URL)
-  const redisDb = 1 + crypto.randomInt(15)
-  const redisUrl = `${svc.LUCENT_REDIS_URL.replace(/\/\d*$/, '')}/${redisDb}`
-  const redis = new Redis(redisUrl)
-  await redis.flushdb()
-  t.teardown(async () => { await redis.flushdb().catch(() => {}); redis.disconnect() })
-  const bucket = `lucent-t-${crypto.randomBytes(5).toString('hex')}`
-  const s3 = new S3Client({
-    endpoint: svc.LUCENT_S3_ENDPOINT, region: svc.LUCENT_S3_REGION, forcePathStyle: true,
-    credentials: { accessKeyId: svc.LUCENT_S3_ACCESS_KEY_ID, secretAccessKey: svc.LUCENT_S3_SECRET_ACCESS_KEY },
-  })
-  t.teardown(() => s3.destroy())
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }))
-
-  const common: Record<string, string> = {
-    ...(process.env as Record<string, string>), ...svc,
-    LUCENT_DATABASE_URL: databaseUrl, LUCENT_REDIS_URL: redisUrl, LUCENT_S3_BUCKET: bucket,
-    HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
-    LUCENT_WORKERS: '1', LUCENT_ENGINE_THREADS: '1', LUCENT_BACKEND: 'cpu',
+  const dep = await isolatedDeployment(t, svc, modelDir)
+  const { redis, bucket, s3, databaseUrl, children, env: common } = dep
+  const start = (role: 'gateway' | 'worker') => dep.serve(role, {
     // a dead worker's job is retried after ~lock + stalled interval
     LUCENT_QUEUE_LOCK_MS: '4000', LUCENT_QUEUE_STALLED_MS: '1500', LUCENT_QUEUE_BACKOFF_MS: '200',
     LUCENT_RATE_BURST: '5', LUCENT_RATE_PER_SEC: '1000',
-  }
-  delete common.LUCENT_ROLE
-  const children: ChildProcess[] = []
-  t.teardown(async () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null)))
   })
-  const start = async (role: 'gateway' | 'worker') => {
-    const port = await freePort()
-    const env = { ...common, PORT: String(port), DATA_DIR: await tempDir(t, `lucent-${role}-`) }
-    const child = spawn(process.execPath, [bin, 'serve', '--role', role], { env, stdio: ['ignore', 'inherit', 'inherit'] })
-    children.push(child)
-    return { child, base: `http://127.0.0.1:${port}`, role }
-  }
 
   // keys through the CLI, against PostgreSQL (the CLI migrates a fresh database itself)
   const cli = (...args: string[]) => execFileSync(process.execPath, [bin, 'keys', ...args], { env: { ...common, DATA_DIR: '/nonexistent-not-used' } }).toString()

@@ -3,12 +3,12 @@
  * LUCENT_S3_* when they are set, else runs scripts/services.sh (idempotent) and reads the env it prints.
  * In CI (CI=true) a service that cannot start is a test FAILURE; locally the tests skip with the reason.
  */
-import { execFile } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import crypto from 'node:crypto'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
-import { repoRoot } from '../helper.js'
+import { repoRoot, freePort, tempDir } from '../helper.js'
 
 export interface ServiceEnv {
   LUCENT_REDIS_URL: string
@@ -80,4 +80,46 @@ export async function freshDatabase(t: T, baseUrl: string): Promise<string> {
   const u = new URL(baseUrl)
   u.pathname = `/${name}`
   return u.toString()
+}
+
+/** One test's isolated scale-out deployment on the shared services: a fresh PostgreSQL database, a fresh Redis
+ *  db number (flushed before and after) and a fresh S3 bucket; `env` is what every `lucent serve` process of the
+ *  test starts with (embedded defaults for the rest: CPU backend, one engine thread, warn logs). */
+export async function isolatedDeployment(t: T, svc: ServiceEnv, modelDir: string) {
+  const { Redis } = await import('ioredis')
+  const { S3Client, CreateBucketCommand } = await import('@aws-sdk/client-s3')
+  const databaseUrl = await freshDatabase(t, svc.LUCENT_DATABASE_URL)
+  const redisUrl = `${svc.LUCENT_REDIS_URL.replace(/\/\d*$/, '')}/${1 + crypto.randomInt(15)}`
+  const redis = new Redis(redisUrl)
+  await redis.flushdb()
+  t.teardown(async () => { await redis.flushdb().catch(() => {}); redis.disconnect() })
+  const bucket = `lucent-t-${crypto.randomBytes(5).toString('hex')}`
+  const s3 = new S3Client({
+    endpoint: svc.LUCENT_S3_ENDPOINT, region: svc.LUCENT_S3_REGION, forcePathStyle: true,
+    credentials: { accessKeyId: svc.LUCENT_S3_ACCESS_KEY_ID, secretAccessKey: svc.LUCENT_S3_SECRET_ACCESS_KEY },
+  })
+  t.teardown(() => s3.destroy())
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }))
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>), ...svc,
+    LUCENT_DATABASE_URL: databaseUrl, LUCENT_REDIS_URL: redisUrl, LUCENT_S3_BUCKET: bucket,
+    HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
+    LUCENT_WORKERS: '1', LUCENT_ENGINE_THREADS: '1', LUCENT_BACKEND: 'cpu',
+  }
+  delete env.LUCENT_ROLE
+  const children: ChildProcess[] = []
+  t.teardown(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
+    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null)))
+  })
+  /** Starts `lucent serve --role ROLE` on a free port with `env` (+ `extra`); killed at the test's end. */
+  const serve = async (role: 'gateway' | 'worker', extra: Record<string, string> = {}) => {
+    const port = await freePort()
+    const child = spawn(process.execPath, [path.join(repoRoot, 'bin', 'lucent.js'), 'serve', '--role', role], {
+      env: { ...env, ...extra, PORT: String(port), DATA_DIR: await tempDir(t, `lucent-${role}-`) }, stdio: ['ignore', 'inherit', 'inherit'],
+    })
+    children.push(child)
+    return { child, base: `http://127.0.0.1:${port}`, role }
+  }
+  return { databaseUrl, redisUrl, redis, bucket, s3, env, serve, children }
 }

@@ -119,6 +119,27 @@ for (const b of [sqlite, postgres]) {
       t.equal((await s.findKey(k.id))!.coins, 70, 'no refund for a completed job')
     })
 
+    t.test('extensions: recent ledger rows newest first; output PUT state per job', async (t) => {
+      const s = await openOne(t)
+      if (!s) return
+      const k = await newKey(s, 100)
+      const a = newJob(k.id, 10)
+      const b = newJob(k.id, 20)
+      t.ok((await s.debitAndCreateJob(a)).ok)
+      t.ok((await s.debitAndCreateJob(b)).ok)
+      await s.topup(k.id, 5)
+      t.same((await s.recentLedger(k.id, 10)).map((e) => [e.kind, e.delta, e.balanceAfter, e.jobId]),
+        [['topup', 5, 75, null], ['debit', -20, 70, b.id], ['debit', -10, 90, a.id], ['grant', 100, 100, null]])
+      t.same((await s.recentLedger(k.id, 2)).map((e) => e.kind), ['topup', 'debit'])
+      t.same(await s.recentLedger('k_nope', 5), [])
+      t.equal(await s.outputPut(a.id), null)
+      await s.setOutputPut(a.id, { status: 'pending', httpStatus: null, attempts: 0, error: null })
+      t.same(await s.outputPut(a.id), { status: 'pending', httpStatus: null, attempts: 0, error: null })
+      await s.setOutputPut(a.id, { status: 'failed', httpStatus: 503, attempts: 3, error: 'HTTP 503' })
+      t.same(await s.outputPut(a.id), { status: 'failed', httpStatus: 503, attempts: 3, error: 'HTTP 503' }, 'replaced')
+      t.equal(await s.outputPut(b.id), null, 'per job')
+    })
+
     t.test('refusals: insufficient, no key, trial, trial exhausted', async (t) => {
       const s = await openOne(t)
       if (!s) return
@@ -184,6 +205,49 @@ for (const b of [sqlite, postgres]) {
       t.equal((await s0.jobsByStatus('CONVERTING')).length, 50)
       t.equal((await s0.jobsByStatus('ERROR')).length, 50)
     })
+
+    t.test('job API: idempotency records under concurrency, queue positions, eta, throughput average', async (t) => {
+      const r = await b.open(t, 4)
+      if ('skip' in r) {
+        t.plan(0, r.skip)
+        return
+      }
+      const [s0] = r
+      const k = await newKey(s0, 1000)
+      const idem = { key: 'order-7', hash: 'h1' }
+      // 20 submissions with one Idempotency-Key over 4 handles: one job, one debit, the rest replays
+      const res = await Promise.all(Array.from({ length: 20 }, (_, i) => r[i % r.length].debitAndCreateJob(newJob(k.id, 10, { idempotency: idem }))))
+      const made = res.filter((x) => x.ok)
+      t.equal(made.length, 1, 'one job')
+      const jobId = made[0].ok ? made[0].job.id : ''
+      t.ok(res.every((x) => x.ok || (x.reason === 'replay' && x.job.jobId === jobId && x.job.coins === 10)), 'the others replay it')
+      t.equal((await s0.findKey(k.id))!.coins, 990, 'one debit')
+      t.same(await s0.idempotentJob(k.id, 'order-7', 0), { hash: 'h1', jobId, coins: 10 })
+      t.match(await s0.debitAndCreateJob(newJob(k.id, 10, { idempotency: { key: 'order-7', hash: 'h2' } })), { ok: false, reason: 'idempotency_conflict' })
+      t.equal(await s0.idempotentJob(k.id, 'order-7', Date.now() + 1000), null, 'older than `since`: none')
+      await s0.forgetIdempotency(k.id, 'order-7', 'other-job')
+      t.ok(await s0.idempotentJob(k.id, 'order-7', 0), 'forget names the job: another job\'s record stays')
+      await s0.forgetIdempotency(k.id, 'order-7', jobId)
+      t.equal(await s0.idempotentJob(k.id, 'order-7', 0), null)
+      // queue positions: waiting = CONVERTING, never started, submitted earlier
+      const more = [newJob(k.id, 1), newJob(k.id, 1), newJob(k.id, 1)]
+      for (const j of more) { await s0.debitAndCreateJob(j); await new Promise((res) => setTimeout(res, 2)) }
+      t.same(await Promise.all(more.map((j) => s0.jobsAhead(j.id))), [1, 2, 3], 'the idempotent job is first in line')
+      await s0.startAttempt(jobId)
+      t.same(await Promise.all(more.map((j) => s0.jobsAhead(j.id))), [0, 1, 2], 'a started job is no longer waiting')
+      await s0.setProgress(jobId, 30, 1_900_000_000_000)
+      t.match(await s0.jobStatus(jobId), { progress: 30, attempts: 1, etaAt: 1_900_000_000_000 })
+      await s0.setProgress(jobId, 40)
+      t.match(await s0.jobStatus(jobId), { progress: 40, etaAt: 1_900_000_000_000 }, 'progress alone keeps the eta')
+      await s0.setProgress(jobId, 50, null)
+      t.match(await s0.jobStatus(jobId), { progress: 50, etaAt: null })
+      // throughput: the first measurement is taken, then an exponential moving average
+      t.equal(await s0.throughput('m', 'cpu'), null)
+      await s0.recordThroughput('m', 'cpu', 100, 0.3)
+      await Promise.all([r[1].recordThroughput('m', 'cpu', 200, 0.5), r[2].recordThroughput('m', 'gpu', 7, 0.3)])
+      t.same(await s0.throughput('m', 'cpu'), { msPerUnit: 150, samples: 2 })
+      t.same(await s0.throughput('m', 'gpu'), { msPerUnit: 7, samples: 1 }, 'per backend')
+    })
   })
 }
 
@@ -205,4 +269,21 @@ t.test('postgres: migrations are versioned and idempotent across processes', asy
   t.equal((await again.findKey(k.id))!.coins, 10, 'data kept')
   // the CHECK constraint is the last line of defence against negative balances
   await t.rejects(a.pool.query('UPDATE keys SET coins = -1 WHERE id = $1', [k.id]), /check constraint/)
+})
+
+t.test('sqlite: a database made before the job API gains its tables and jobs.eta_at on open', async (t) => {
+  const file = path.join(await tempDir(t), 'old.db')
+  const a = new SqliteStore(file)
+  const k = await newKey(a, 10)
+  a.db.exec('DROP TABLE idempotency; DROP TABLE throughput; ALTER TABLE jobs DROP COLUMN eta_at')
+  await a.close()
+  const b = new SqliteStore(file)
+  t.teardown(() => b.close())
+  t.equal((await b.findKey(k.id))!.coins, 10, 'data kept')
+  const r = await b.debitAndCreateJob(newJob(k.id, 1, { idempotency: { key: 'x', hash: 'h' } }))
+  t.ok(r.ok, 'idempotency table back')
+  if (r.ok) {
+    await b.setProgress(r.job.id, 10, 123)
+    t.equal((await b.jobStatus(r.job.id))!.etaAt, 123, 'eta_at column back')
+  }
 })

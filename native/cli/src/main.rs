@@ -242,7 +242,7 @@ fn run(a: &Args) -> Result<(), String> {
     let ext = Path::new(output).extension().map(|e| e.to_string_lossy().to_string()).unwrap_or_else(|| "png".into());
     let t = Instant::now();
     let (data, w, h) = if catalog::find(Kind::Photo, model).is_some() {
-        let o = EnhanceOptions { model: model.clone(), format: ext, exif: a.exif, dpi: a.dpi, quality: None };
+        let o = EnhanceOptions { model: model.clone(), format: ext, exif: a.exif, dpi: a.dpi, ..Default::default() };
         let out = engine
             .enhance(&bytes, &o, &Cancel::new(), &|p| eprint!("\r{p:3}%"))
             .map_err(|e| e.to_string())?;

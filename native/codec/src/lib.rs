@@ -4,6 +4,9 @@
 //!
 //! EXIF blobs (`Metadata::exif`) are raw TIFF structures ("II*\0"/"MM\0*" header first), without
 //! the "Exif\0\0" prefix.
+//!
+//! Long (~740 lines) on purpose: the public codec surface (decode, encode, metadata, pixel conversions) in
+//! one file so its contract reads in one place; EXIF parsing lives in `exif.rs`.
 
 mod exif;
 #[cfg(lucent_heif)]

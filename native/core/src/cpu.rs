@@ -14,6 +14,9 @@
 //! Channel concats whose result only feeds convolutions are never materialised: the conv reads the
 //! input planes from the parts. Every other op uses the plain [`crate::reference`] implementation
 //! (all linear-time).
+//!
+//! Long (~590 lines) on purpose: the executor's dispatch and fusion for every layer kind in one place;
+//! the kernels themselves are the modules of `cpu/`.
 
 pub mod calibrate;
 mod conv;

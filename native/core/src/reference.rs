@@ -6,6 +6,9 @@
 //! "Axis" numbering is ncnn's: for a 3-D blob axis 0 = c, 1 = h, 2 = w; negative axes count from
 //! the end. Shape errors that depend on the input give `invalid_argument`; layer descriptions this
 //! module cannot execute give `model_invalid`.
+//!
+//! Long (~1060 lines) on purpose: one naive function per op, the whole ground truth in one file, so a
+//! reviewer checks the semantics of every layer in one place.
 
 use crate::bail;
 use crate::error::{Code, Error, Result};

@@ -9,6 +9,8 @@
 //! to run one answers `unknown_model`.
 //!
 //! Pre/post-processing facts per network file come from shared/models/README.md ([`prepost`]).
+//!
+//! Long (~520 lines) on purpose: it is the data table itself (every model of the API with its facts).
 
 use lucent_core::{Code, Error, Result};
 use serde_json::{json, Value};
@@ -58,6 +60,8 @@ pub enum PriceClass {
     Standard,
     /// Video: the premium tier (ultrahd_restore_2x, generative_1x).
     Premium,
+    /// Video: frame interpolation alone (frame_interpolation), by output frames like the others.
+    Interp,
 }
 
 impl PriceClass {
@@ -68,6 +72,7 @@ impl PriceClass {
             PriceClass::Generative => "generative",
             PriceClass::Standard => "standard",
             PriceClass::Premium => "premium",
+            PriceClass::Interp => "interp",
         }
     }
 }
@@ -125,6 +130,9 @@ pub const SRMDNF_X4: &str = "sr/srmdnf_x4";
 pub const FFDNET_CLIP: &str = "denoise/ffdnet_clip_color";
 /// The face detector every face pipeline runs (pipelines/face/detect.rs).
 pub const FACE_DETECTOR: &str = "face/retinaface-slim";
+
+/// RIFE v4.6, the frame-interpolation network (pipelines/interp.rs).
+pub const RIFE: &str = "interp/rife-v4.6/flownet";
 
 /// Pre/post facts for a network stem (relative to the model dir, without extension).
 pub fn prepost(stem: &str) -> Option<PrePost> {
@@ -187,6 +195,9 @@ pub enum Pipeline {
     /// Face / portrait models: base network on the whole picture + detected faces enhanced by a
     /// face network and blended in with feathered masks (pipelines/face/mod.rs).
     Face(FaceStyle),
+    /// Frame interpolation (RIFE v4.6 between neighbouring frames, scene cuts copied): not a
+    /// per-frame enhancer; video frame batches run it through `video::interpolate_frames`.
+    Interp,
     /// Not implemented in this build.
     Unavailable,
 }
@@ -207,6 +218,7 @@ impl Pipeline {
             Pipeline::Srmd => "srmd",
             Pipeline::Denoise(_) => "denoise_ffdnet",
             Pipeline::Face(_) => "face",
+            Pipeline::Interp => "interp",
             Pipeline::Unavailable => "unavailable",
         }
     }
@@ -259,6 +271,7 @@ const ANIME_X4_NET: &[&str] = &[ANIME_X4];
 const SRMDNF_X2_NET: &[&str] = &[SRMDNF_X2];
 const SRMDNF_X4_NET: &[&str] = &[SRMDNF_X4];
 const FFDNET_CLIP_NET: &[&str] = &[FFDNET_CLIP];
+const RIFE_NET: &[&str] = &[RIFE];
 
 // Face styles (the face pipeline's data) and their networks: [base, face net, detector].
 /// Face Clear: compact general base, GAN faces at full strength.
@@ -448,6 +461,11 @@ pub static CATALOG: &[ModelInfo] = &[
         "generative_1x", Video, 1, Generative, Premium,
         "Generative 1x (video): Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale",
         X4PLUS_NET, Pipeline::TiledSr, 64
+    ),
+    m!(
+        "frame_interpolation", Video, 1, Enhance, Interp,
+        "Frame interpolation (video): RIFE v4.6 in-between frames to the requested fps or slow motion, resolution kept; scene cuts repeat a frame instead of blending",
+        RIFE_NET, Pipeline::Interp, 0
     ),
 ];
 

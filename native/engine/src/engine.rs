@@ -3,6 +3,7 @@
 //!
 //! - [`Engine::enhance`]: photo bytes in, encoded bytes out (photo.rs)
 //! - [`Engine::enhance_frames`]: a batch of RGB24 video frames, with optional per-video state (video.rs)
+//! - [`Engine::interpolate_frames`]: frame-rate conversion of a batch of RGB24 frames with RIFE (video.rs)
 //! - [`Engine::run_pipeline`] / [`Engine::run_model`]: decoded pixels through a catalog model
 //! - [`probe`]: an image header
 //!
@@ -13,7 +14,7 @@ use crate::photo::{self, map_codec, EnhanceOptions, EnhanceOutput};
 use crate::pipelines::{self, VideoState};
 use crate::raster::{Raster, RasterRef};
 use crate::runtime::{lock, Runtime};
-use crate::video::{self, Frames, FramesOutput};
+use crate::video::{self, Frames, FramesOutput, InterpOutput};
 use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -168,6 +169,13 @@ impl Engine {
     /// [`VideoState::from_bytes`]) with every batch; None smooths within this batch only.
     pub fn enhance_frames(&self, frames: Frames<'_>, model: &str, state: Option<&mut VideoState>, cancel: &Cancel) -> Result<FramesOutput> {
         guard("enhance_frames", || video::enhance_frames(&self.rt, frames, model, state, cancel))
+    }
+
+    /// Video frame-rate conversion of one batch with RIFE v4.6: one output frame per position
+    /// (`i + t`: the frame at time t between frames i and i + 1), scene cuts copied, not blended
+    /// (video.rs [`video::interpolate_frames`]).
+    pub fn interpolate_frames(&self, frames: Frames<'_>, positions: &[f64], cancel: &Cancel) -> Result<InterpOutput> {
+        guard("interpolate_frames", || video::interpolate_frames(&self.rt, frames, positions, cancel))
     }
 
     /// Any catalog model's pipeline on decoded pixels (output = input x scale, same layout).

@@ -32,4 +32,4 @@ pub use pipelines::{Enhancer, VideoState};
 pub use raster::{Raster, RasterMut, RasterRef, Samples, SamplesMut, SamplesRef};
 pub use runtime::{LoadedNet, Runtime};
 pub use tiling::SrSpec;
-pub use video::{Frames, FramesOutput};
+pub use video::{Frames, FramesOutput, InterpOutput};

@@ -6,6 +6,7 @@ use crate::catalog::{self, Category, Kind, Limits};
 use crate::orient::{apply_orientation, reset_exif_orientation};
 use crate::pipelines;
 use crate::raster::{Raster, Samples};
+use crate::resample::resize;
 use crate::runtime::Runtime;
 use lucent_codec::{CodecError, CodecErrorCode, EncodeOptions, Format, Image, Pixels};
 use lucent_core::{Cancel, Code, Error, Result};
@@ -23,6 +24,26 @@ pub struct EnhanceOptions {
     pub dpi: Option<f64>,
     /// JPEG/HEIF quality 1..=100 (None: codec default).
     pub quality: Option<u8>,
+    /// Output size in pixels (upright, after EXIF orientation): the model runs at its own scale,
+    /// then the result is resampled to this size ([`crate::resample::resize`]). One side alone
+    /// keeps the aspect ratio; neither: the model's size. Each 1..=[`MAX_TARGET_SIDE`].
+    pub target_width: Option<u32>,
+    pub target_height: Option<u32>,
+}
+
+/// Largest output side `target_width` / `target_height` may ask for (JPEG's limit).
+pub const MAX_TARGET_SIDE: u32 = 65_535;
+
+/// The output size for a model output of `w` x `h` and the requested sides (one side alone keeps
+/// the aspect ratio, rounded, at least 1).
+pub fn target_size(w: usize, h: usize, tw: Option<u32>, th: Option<u32>) -> (usize, usize) {
+    let keep = |side: u32, num: usize, den: usize| ((side as f64 * num as f64 / den as f64).round() as usize).max(1);
+    match (tw, th) {
+        (Some(tw), Some(th)) => (tw as usize, th as usize),
+        (Some(tw), None) => (tw as usize, keep(tw, h, w)),
+        (None, Some(th)) => (keep(th, w, h), th as usize),
+        (None, None) => (w, h),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +109,13 @@ pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cance
             return Err(Error::new(Code::InvalidArgument, format!("DPI {d} is not a positive number")));
         }
     }
+    for (name, v) in [("target_width", opts.target_width), ("target_height", opts.target_height)] {
+        if let Some(v) = v {
+            if !(1..=MAX_TARGET_SIDE).contains(&v) {
+                return Err(Error::new(Code::InvalidArgument, format!("{name} {v}: expected 1..{MAX_TARGET_SIDE}")));
+            }
+        }
+    }
     cancel.check()?;
 
     // The model's limits, checked on the header before any pixel is decoded.
@@ -124,6 +152,15 @@ pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cance
     if let Some(x) = meta.exif.as_mut() {
         reset_exif_orientation(x);
     }
+    // The output size asked for, checked against the model's output limit before the model runs.
+    let s = s as usize;
+    let (tw, th) = target_size(src.width * s, src.height * s, opts.target_width, opts.target_height);
+    if tw as u64 * th as u64 > max_out || tw > MAX_TARGET_SIDE as usize || th > MAX_TARGET_SIDE as usize {
+        return Err(Error::new(
+            Code::ImageTooLarge,
+            format!("output {tw}x{th} is over the {max_out_mp} MP limit of {} (or a side over {MAX_TARGET_SIDE})", model.name),
+        ));
+    }
     progress(5);
     cancel.check()?;
 
@@ -132,9 +169,12 @@ pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cance
         progress(5 + (90 * done / total.max(1)) as u32);
     };
     let out = pipeline.run(rt, src.as_ref(), cancel, &mut on_step)?;
-    let run_ms = ms_since(tr);
     drop(src);
     cancel.check()?;
+    // Resampled to the size asked for (none asked: the model's output as it is).
+    let (tw, th) = target_size(out.width, out.height, opts.target_width, opts.target_height);
+    let out = if (out.width, out.height) != (tw, th) { resize(out.as_ref(), tw, th, cancel)? } else { out };
+    let run_ms = ms_since(tr);
 
     let te = Instant::now();
     let (width, height) = (out.width as u32, out.height as u32);

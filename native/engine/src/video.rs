@@ -70,3 +70,75 @@ fn frame_batch(frames: Frames<'_>, ow: usize, oh: usize) -> Result<(usize, usize
     out.resize(total, 0u8);
     Ok((frame, oframe, out))
 }
+
+/// The frames [`interpolate_frames`] made: packed RGB24 at the input size, `count` of them.
+#[derive(Debug, Clone)]
+pub struct InterpOutput {
+    pub rgb24: Vec<u8>,
+    pub width: usize,
+    pub height: usize,
+    pub count: usize,
+    /// Indices (into the output) of the frames that fell between two frames of a scene cut and were
+    /// therefore copied from the nearer side instead of interpolated.
+    pub cuts: Vec<usize>,
+}
+
+/// Frame-rate conversion of one batch with RIFE v4.6 (pipelines/interp.rs): one output frame per
+/// entry of `positions`, each a position in the batch's frame index space, `0 <= p <= count - 1`:
+/// `p = i + t` is the frame at time `t` between frames `i` and `i + 1` (a whole number copies
+/// frame `p`). A pair that [`scenecut::SceneCutDetector`]'s measure calls a cut is never blended:
+/// the nearer frame is copied (t < 0.5: frame i, else i + 1) and the output index listed in
+/// `cuts`. Batches of one video overlap by one frame (the caller repeats the last frame of a
+/// batch as the first of the next), so every pair is seen whole.
+pub fn interpolate_frames(rt: &Runtime, frames: Frames<'_>, positions: &[f64], cancel: &Cancel) -> Result<InterpOutput> {
+    use crate::pipelines::interp::{Rife, MODEL_STEM};
+    use crate::pipelines::scenecut::{FrameSignature, DEFAULT_THRESHOLD};
+    let (w, h, n) = (frames.width, frames.height, frames.count);
+    if n == 0 {
+        return Err(Error::new(Code::InvalidArgument, "no frames to interpolate between"));
+    }
+    // Checks the input; the output batch holds one frame per position.
+    let (frame, _, mut out) = frame_batch(Frames { count: n, ..frames }, 0, 0)?;
+    let total = frame.checked_mul(positions.len()).ok_or_else(|| Error::new(Code::ImageTooLarge, "output too large"))?;
+    out.try_reserve_exact(total).map_err(|_| Error::new(Code::ImageTooLarge, format!("cannot allocate {total} bytes")))?;
+    out.resize(total, 0u8);
+    let last = (n - 1) as f64;
+    for (k, &p) in positions.iter().enumerate() {
+        if !(p.is_finite() && (0.0..=last).contains(&p)) {
+            return Err(Error::new(Code::InvalidArgument, format!("position {k} = {p} is outside 0..={last}")));
+        }
+    }
+    let src = |i: usize| RasterRef::new_u8(w, h, 3, &frames.rgb24[i * frame..(i + 1) * frame]);
+    let mut sigs: Vec<Option<FrameSignature>> = vec![None; n];
+    let mut rife: Option<Rife> = None;
+    let mut cuts = Vec::new();
+    for (k, &p) in positions.iter().enumerate() {
+        cancel.check()?;
+        let i = (p.floor() as usize).min(n - 1);
+        let t = p - i as f64;
+        let dst = &mut out[k * frame..(k + 1) * frame];
+        if t == 0.0 {
+            dst.copy_from_slice(&frames.rgb24[i * frame..(i + 1) * frame]);
+            continue;
+        }
+        for j in [i, i + 1] {
+            if sigs[j].is_none() {
+                sigs[j] = Some(FrameSignature::of(src(j)?)?);
+            }
+        }
+        let d = sigs[i].as_ref().expect("set").distance(sigs[i + 1].as_ref().expect("set"));
+        if d >= DEFAULT_THRESHOLD {
+            let j = if t < 0.5 { i } else { i + 1 };
+            dst.copy_from_slice(&frames.rgb24[j * frame..(j + 1) * frame]);
+            cuts.push(k);
+            continue;
+        }
+        if rife.is_none() {
+            let l = rt.network(MODEL_STEM)?;
+            rife = Some(Rife::with_prepared(rt.backend().as_ref(), &l.net, l.prepared)?);
+        }
+        let mut d = RasterMut::new_u8(w, h, 3, dst)?;
+        rife.as_ref().expect("set").interpolate_into(src(i)?, src(i + 1)?, t as f32, &mut d, cancel, &mut |_, _| {})?;
+    }
+    Ok(InterpOutput { rgb24: out, width: w, height: h, count: positions.len(), cuts })
+}

@@ -344,7 +344,7 @@ fn exif_orientation_is_applied() {
     assert_eq!(dm.orientation, Some(6), "test input carries orientation 6");
     let e = engine(None);
     for exif in [false, true] {
-        let o = EnhanceOptions { model: "general_2x".into(), format: "png".into(), exif, dpi: None, quality: None };
+        let o = EnhanceOptions { model: "general_2x".into(), format: "png".into(), exif, ..Default::default() };
         let out = e.enhance(&jpg, &o, &Cancel::new(), &|_| {}).unwrap();
         assert_eq!((out.width, out.height), (2 * h as u32, 2 * w as u32), "upright: width/height swapped");
         let img = lucent_codec::decode(&out.data, &Default::default()).unwrap();
@@ -429,6 +429,7 @@ fn price_classes_aliases_and_limits() {
     for m in catalog::CATALOG {
         let want = match (m.kind, m.name) {
             (Kind::Video, "generative_1x" | "ultrahd_restore_2x") => PriceClass::Premium,
+            (Kind::Video, "frame_interpolation") => PriceClass::Interp,
             (Kind::Video, _) => PriceClass::Standard,
             (Kind::Photo, n) if n.starts_with("generative_portrait_") => PriceClass::GenerativePortrait,
             (Kind::Photo, n) if n.starts_with("generative_") => PriceClass::Generative,

@@ -295,7 +295,7 @@ fn exif_and_dpi_rules() {
     let small_jpg = lucent_codec::encode(&small_img, Format::Jpeg, &EncodeOptions { keep_exif: true, dpi: None, quality: 95 }).unwrap();
     let e = engine(None);
     let run = |model: &str, exif: bool, dpi: Option<f64>| {
-        let o = EnhanceOptions { model: model.into(), format: "jpg".into(), exif, dpi, quality: None };
+        let o = EnhanceOptions { model: model.into(), format: "jpg".into(), exif, dpi, ..Default::default() };
         let out = e.enhance(&small_jpg, &o, &Cancel::new(), &|_| {}).unwrap();
         lucent_codec::decode(&out.data, &Default::default()).unwrap().meta
     };

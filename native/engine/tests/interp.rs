@@ -254,3 +254,49 @@ fn scene_cuts_versus_motion() {
     d.reset();
     assert_eq!(d.push(fa.as_ref()).unwrap(), None);
 }
+
+/// The video entry point (`Engine::interpolate_frames`): one output frame per position, whole
+/// positions copied, in-betweens equal to `Rife::interpolate`, a scene cut copied from the nearer
+/// side, bad positions refused.
+#[test]
+fn interpolate_frames_batches() {
+    use lucent_engine::{Engine, Frames};
+    if !have_data() {
+        return;
+    }
+    let e = Engine::with_backend(Arc::new(CpuBackend::new(None)), &model_dir(), None).unwrap();
+    let src = photo("0014.jpg");
+    let (w, h) = (64, 48);
+    let a = crop(&src, 10, 10, w, h);
+    let b = crop(&src, 13, 11, w, h); // a small pan
+    let c = crop(&photo("ADE_val_00000114.jpg"), 0, 0, w, h); // another picture: a cut
+    let packed: Vec<u8> = [&a, &b, &c].iter().flat_map(|r| bytes(r).to_vec()).collect();
+    let positions = [0.0, 0.25, 0.5, 1.0, 1.25, 1.75, 2.0];
+    let out = e.interpolate_frames(Frames::new(&packed, w, h, 3), &positions, &Cancel::new()).unwrap();
+    assert_eq!((out.width, out.height, out.count, out.rgb24.len()), (w, h, 7, 7 * w * h * 3));
+    let frame = |k: usize| &out.rgb24[k * w * h * 3..(k + 1) * w * h * 3];
+    assert_eq!(frame(0), bytes(&a));
+    assert_eq!(frame(3), bytes(&b));
+    assert_eq!(frame(6), bytes(&c));
+    let (rife, _, _) = cpu_rife();
+    for (k, t) in [(1, 0.25f32), (2, 0.5)] {
+        let want = rife.interpolate(a.as_ref(), b.as_ref(), t, &Cancel::new()).unwrap();
+        // Same network and backend (the runtime's prepared copy): equal up to a rounding flip.
+        let d = frame(k).iter().zip(bytes(&want)).map(|(&x, &y)| (x as i32 - y as i32).abs()).max().unwrap();
+        assert!(d <= 1, "position {}: max diff {d}", positions[k]);
+        assert_ne!(frame(k), bytes(&a), "position {}: a new picture", positions[k]);
+    }
+    assert!(is_scene_cut(b.as_ref(), c.as_ref()).unwrap());
+    assert_eq!(out.cuts, vec![4, 5], "1.25 and 1.75 lie across the cut");
+    assert_eq!(frame(4), bytes(&b), "t = 0.25: the nearer side, frame 1");
+    assert_eq!(frame(5), bytes(&c), "t = 0.75: the nearer side, frame 2");
+    for bad in [-0.5, 2.5, f64::NAN] {
+        let err = e.interpolate_frames(Frames::new(&packed, w, h, 3), &[bad], &Cancel::new()).unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument, "{bad}");
+    }
+    let err = e.interpolate_frames(Frames::new(&packed[1..], w, h, 3), &[0.0], &Cancel::new()).unwrap_err();
+    assert_eq!(err.code, Code::InvalidArgument, "short buffer");
+    let cancel = Cancel::new();
+    cancel.cancel();
+    assert_eq!(e.interpolate_frames(Frames::new(&packed, w, h, 3), &[0.5], &cancel).unwrap_err().code, Code::Aborted);
+}

@@ -16,12 +16,18 @@ fn main() {
     let runs: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(3);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/sr");
     let net = Arc::new(Net::load_stem(&dir.join(&stem)).expect("model"));
+    for (name, coop, subgroup, props) in lucent_gpu::probe_coop() {
+        println!("adapter {name}: EXPERIMENTAL_COOPERATIVE_MATRIX {coop}, SUBGROUP {subgroup}, configurations {props:?}");
+    }
     let be = lucent_gpu::GpuBackend::new(lucent_gpu::GpuOptions::from_env()).expect("GPU backend");
     println!(
-        "adapter {} ({}), f16 {}, conv tile {:?}, max_tile {}",
+        "adapter {} ({}), f16 {}, cooperative matrices {:?}, MMA plan {:?} tile {:?}, FMA tile {:?}, max_tile {}",
         be.adapter_name(),
         be.device_type(),
         be.settings().f16,
+        be.coop_frag(),
+        be.settings().mma,
+        be.mma_cfg(),
         be.conv_cfg(),
         be.max_tile(&net)
     );

@@ -2,6 +2,7 @@
 //! recording of one command encoder per run, buffer pooling and readback.
 
 use crate::kernels::{self, ConvCfg, EW};
+use crate::mma::{self, MmaCfg, MmaMode};
 use crate::{DevCtx, Settings};
 use lucent_core::bail;
 use lucent_core::error::{Code, Error, Result};
@@ -18,6 +19,10 @@ pub struct LayerTime {
     pub layer: String,
     pub kind: String,
     pub ms: f64,
+    /// Multiply-adds x 2 of a convolution step (0 for other steps).
+    pub flop: f64,
+    /// The convolution kernel that ran ("coop", "mma-emulated", "fma", "direct"; empty otherwise).
+    pub kernel: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,19 +49,25 @@ impl Shape {
     }
 }
 
-/// Choose a convolution tile configuration that fits the device's limits.
-pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool) -> ConvCfg {
-    let wide = [
+/// The FMA kernel's tile configurations, widest first: [wide M, narrow M].
+pub(crate) fn fma_cfg_lists() -> [Vec<ConvCfg>; 2] {
+    let wide = vec![
         ConvCfg { bm: 64, bn: 128, bk: 16, tm: 8 },
         ConvCfg { bm: 64, bn: 64, bk: 16, tm: 4 },
         ConvCfg { bm: 32, bn: 32, bk: 16, tm: 4 },
         ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
     ];
-    let narrow = [
+    let narrow = vec![
         ConvCfg { bm: 16, bn: 128, bk: 16, tm: 4 },
         ConvCfg { bm: 16, bn: 64, bk: 16, tm: 4 },
         ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
     ];
+    [wide, narrow]
+}
+
+/// Choose a convolution tile configuration that fits the device's limits.
+pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool) -> ConvCfg {
+    let [wide, narrow] = fma_cfg_lists();
     let list: &[ConvCfg] = if small_m { &narrow } else { &wide };
     let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
     for c in list {
@@ -110,10 +121,25 @@ struct Res {
 struct ConvW {
     w: wgpu::Buffer,
     aux: wgpu::Buffer,
-    /// (cfg, mpad, kpad) for the GEMM path; None for the direct kernel.
-    gemm: Option<(ConvCfg, usize, usize)>,
+    /// (kernel, mpad, kpad) for the GEMM paths; None for the direct kernel.
+    gemm: Option<(Gemm, usize, usize)>,
     act: Activation,
     prelu: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Gemm {
+    Fma(ConvCfg),
+    Mma(MmaCfg, MmaMode),
+}
+
+fn gemm_name(g: Option<&Gemm>) -> &'static str {
+    match g {
+        Some(Gemm::Fma(_)) => "fma",
+        Some(Gemm::Mma(_, MmaMode::Coop { .. })) => "coop",
+        Some(Gemm::Mma(_, MmaMode::Emulated { .. })) => "mma-emulated",
+        None => "direct",
+    }
 }
 
 enum Kind {
@@ -121,6 +147,10 @@ enum Kind {
     Deconv { l: usize, cw: ConvW },
     Inner { l: usize, cw: ConvW },
     Layer { l: usize, aux: Option<wgpu::Buffer> },
+    /// PixelShuffle `ps` + Interp `interp` + their sum (`add`), one kernel: the compact SR
+    /// networks' last step, which otherwise writes and reads two full-resolution blobs.
+    /// `ps_first`: the PixelShuffle output is the add's first operand.
+    PshufAdd { ps: usize, interp: usize, ps_first: bool },
 }
 
 struct Step {
@@ -181,9 +211,21 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
     let aux = upload(ctx, &aux, false, "aux")?;
     let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
-        let cfg = settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math));
-        let mpad = mg.div_ceil(cfg.bm as usize) * cfg.bm as usize;
-        let kpad = k.div_ceil(cfg.bk as usize) * cfg.bk as usize;
+        let mma = match (settings.conv, settings.mma) {
+            (None, Some(plan)) => plan
+                .cfg
+                .filter(|c| c.fits(plan.mode))
+                .or_else(|| mma::default_cfg(&ctx.limits, plan.frag, mg <= 16, plan.mode))
+                .map(|c| Gemm::Mma(c, plan.mode)),
+            _ => None,
+        };
+        let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math))));
+        let (bm, bk) = match gemm {
+            Gemm::Fma(c) => (c.bm, c.bk),
+            Gemm::Mma(c, _) => (c.bm, c.bk),
+        };
+        let mpad = mg.div_ceil(bm as usize) * bm as usize;
+        let kpad = k.div_ceil(bk as usize) * bk as usize;
         let mut w = vec![0.0f32; c.group * kpad * mpad];
         for g in 0..c.group {
             for m in 0..mg {
@@ -194,11 +236,44 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
             }
         }
         let w = upload(ctx, &w, settings.f16, "conv weights")?;
-        Ok(ConvW { w, aux, gemm: Some((cfg, mpad, kpad)), act, prelu: prelu.map(|s| s.len()) })
+        Ok(ConvW { w, aux, gemm: Some((gemm, mpad, kpad)), act, prelu: prelu.map(|s| s.len()) })
     } else {
         let w = upload(ctx, &c.weight, settings.f16, "conv weights")?;
         Ok(ConvW { w, aux, gemm: None, act, prelu: prelu.map(|s| s.len()) })
     }
+}
+
+/// PixelShuffle layer `i` whose only consumer is a plain add (BinaryOp add / Eltwise sum with unit
+/// coefficients) of an Interp output used nowhere else, the Interp coming after `i` in the layer
+/// order and its input before: (interp layer, add layer, PixelShuffle output is the first operand).
+fn pshuf_add_pattern(net: &Net, i: usize, consumers: &[Vec<usize>], producer: &[usize]) -> Option<(usize, usize, bool)> {
+    let l = &net.layers[i];
+    if l.bottoms.len() != 1 || l.tops.len() != 1 || consumers[l.tops[0]].len() != 1 {
+        return None;
+    }
+    let out = l.tops[0];
+    let k = consumers[out][0];
+    let lk = &net.layers[k];
+    let plain_add = match &lk.op {
+        Op::BinaryOp { op: BinaryOpKind::Add, scalar: None } => true,
+        Op::Eltwise { op: EltwiseKind::Sum, coeffs } => coeffs.iter().all(|&c| c == 1.0),
+        _ => false,
+    };
+    if !plain_add || lk.bottoms.len() != 2 || lk.tops.len() != 1 || lk.bottoms[0] == lk.bottoms[1] {
+        return None;
+    }
+    let ps_first = lk.bottoms[0] == out;
+    let other = lk.bottoms[if ps_first { 1 } else { 0 }];
+    let j = *producer.get(other)?;
+    if j == usize::MAX || j <= i || j >= k || consumers[other].len() != 1 {
+        return None;
+    }
+    let lj = &net.layers[j];
+    let Op::Interp(_) = lj.op else { return None };
+    if lj.bottoms.len() != 1 || lj.tops.len() != 1 || producer[lj.bottoms[0]] >= i {
+        return None;
+    }
+    Some((j, k, ps_first))
 }
 
 impl Prep {
@@ -222,6 +297,22 @@ impl Prep {
                 continue;
             }
             let (name, type_) = (l.name.clone(), l.kind.clone());
+            if let Op::PixelShuffle { .. } = &l.op {
+                if let Some((j, k, ps_first)) = pshuf_add_pattern(&net, i, &consumers, &producer) {
+                    skip[j] = true;
+                    skip[k] = true;
+                    fused_away.insert(l.tops[0]);
+                    fused_away.insert(net.layers[j].tops[0]);
+                    steps.push(Step {
+                        kind: Kind::PshufAdd { ps: i, interp: j, ps_first },
+                        bottoms: vec![l.bottoms[0], net.layers[j].bottoms[0]],
+                        tops: vec![net.layers[k].tops[0]],
+                        name: format!("{}+{}+{}", l.name, net.layers[j].name, net.layers[k].name),
+                        type_: "PixelShuffle+Interp+Add".into(),
+                    });
+                    continue;
+                }
+            }
             match &l.op {
                 Op::Conv(c) => {
                     if l.bottoms.len() != 1 || l.tops.len() != 1 {
@@ -334,6 +425,17 @@ impl Prep {
         Ok(Prep { net, steps, settings, fused_away, pool: HashMap::new(), last_profile: Vec::new() })
     }
 
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "direct"), in order.
+    pub fn conv_kernels(&self) -> Vec<&'static str> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                Kind::Conv { cw, .. } => Some(gemm_name(cw.gemm.as_ref().map(|g| &g.0))),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn es(&self) -> u64 {
         if self.settings.f16 {
             2
@@ -389,6 +491,7 @@ impl Prep {
             maxdim: ctx.limits.max_compute_workgroups_per_dimension,
             max_binding: ctx.limits.max_storage_buffer_binding_size as u64,
             step: 0,
+            conv_notes: HashMap::new(),
         };
         let input_map: HashMap<usize, &Tensor> = inputs.iter().map(|(i, t)| (*i, t)).collect();
         for si in 0..self.steps.len() {
@@ -590,17 +693,29 @@ impl Prep {
             self.last_profile = step_ids
                 .iter()
                 .enumerate()
-                .map(|(k, &s)| LayerTime {
-                    layer: self.steps[s].name.clone(),
-                    kind: self.steps[s].type_.clone(),
-                    ms: ts[2 * k + 1].wrapping_sub(ts[2 * k]) as f64 * period / 1e6,
+                .map(|(k, &s)| {
+                    let (flop, kernel) = rec.conv_notes.get(&s).copied().unwrap_or((0.0, ""));
+                    LayerTime {
+                        layer: self.steps[s].name.clone(),
+                        kind: self.steps[s].type_.clone(),
+                        ms: ts[2 * k + 1].wrapping_sub(ts[2 * k]) as f64 * period / 1e6,
+                        flop,
+                        kernel: kernel.to_string(),
+                    }
                 })
                 .collect();
             let sum: f64 = self.last_profile.iter().map(|t| t.ms).sum();
+            let flop: f64 = self.last_profile.iter().map(|t| t.flop).sum();
             for t in &self.last_profile {
-                eprintln!("[lucent-gpu] {:>9.3} ms  {:<14} {}", t.ms, t.kind, t.layer);
+                let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>8.4} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(16) };
+                eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
             }
-            eprintln!("[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps", self.last_profile.len());
+            eprintln!(
+                "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.4} TFLOP, {:.4} TFLOP/s overall",
+                self.last_profile.len(),
+                flop / 1e12,
+                if sum > 0.0 { flop / sum / 1e9 } else { 0.0 }
+            );
         }
         drop(view);
         staging.unmap();
@@ -681,12 +796,24 @@ impl Prep {
                     mg as u32,
                 ];
                 let bufs = vec![x, cw.w.clone(), cw.aux.clone(), rbuf, out.clone()];
-                if let Some((cfg, mpad, kpad)) = cw.gemm {
+                let conv_flop = 2.0 * (os.c * os.h * os.w) as f64 * (ipg * c.kernel_h * c.kernel_w) as f64;
+                let kernel_name = gemm_name(cw.gemm.as_ref().map(|g| &g.0));
+                rec.conv_notes.insert(si, (conv_flop, kernel_name));
+                if let Some((gemm, mpad, kpad)) = cw.gemm {
                     p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
-                    let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
-                    let acc16 = self.settings.f16_math;
-                    let pipe = ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?;
-                    let tiles = mg.div_ceil(cfg.bm as usize) * (os.h * os.w).div_ceil(cfg.bn as usize);
+                    p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
+                    let (pipe, bm, bn) = match gemm {
+                        Gemm::Fma(cfg) => {
+                            let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
+                            let acc16 = self.settings.f16_math;
+                            (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)
+                        }
+                        Gemm::Mma(cfg, mode) => {
+                            let key = format!("conv_mma:{cfg:?}:{mode:?}");
+                            (ctx.pipeline(&pk(&key), || mma::conv_mma(f16, cfg, mode))?, cfg.bm, cfg.bn)
+                        }
+                    };
+                    let tiles = mg.div_ceil(bm as usize) * (os.h * os.w).div_ceil(bn as usize);
                     let (gx, gy) = fold(tiles, rec.maxdim)?;
                     if c.group as u32 > rec.maxdim {
                         bail!(Code::ModelInvalid, "layer {lname}: too many groups");
@@ -761,6 +888,35 @@ impl Prep {
                 p[17] = fb(ab);
                 let pipe = ctx.pipeline(&pk("inner"), || kernels::inner(f16))?;
                 rec.ew(pipe, vec![x.clone(), cw.w.clone(), cw.aux.clone(), x, out], &p, os.len())?;
+            }
+            Kind::PshufAdd { ps, interp, ps_first } => {
+                let Op::PixelShuffle { factor, mode } = &net.layers[*ps].op else { unreachable!() };
+                let Op::Interp(ip) = &net.layers[*interp].op else { unreachable!() };
+                let (pos, pp) = pshuf_params(ins[0], *factor, *mode, lname)?;
+                let (uos, mut up) = resample_params(ip, ins[1], lname)?;
+                let x = rec.buf_of(step.bottoms[0]);
+                let u = rec.buf_of(step.bottoms[1]);
+                if pos == uos {
+                    let out = rec.alloc_blob(step.tops[0], pos, &mut self.pool, ctx)?;
+                    up[1] = pos.c as u32;
+                    up[7] = (*factor as u32) | (((*mode != 0) as u32) << 16);
+                    let pipe = ctx.pipeline(&pk("pshuf_add"), || kernels::pshuf_add(f16))?;
+                    rec.ew(pipe, vec![x, u, out], &up, pos.len())?;
+                } else {
+                    // Shapes differ (a broadcasting add): the three kernels one after another.
+                    let t1 = rec.alloc_temp(pos, &mut self.pool, ctx)?;
+                    let pipe = ctx.pipeline(&pk("pshuf"), || kernels::pshuf(f16))?;
+                    rec.ew(pipe, vec![x, t1.clone()], &pp, pos.len())?;
+                    let t2 = rec.alloc_temp(uos, &mut self.pool, ctx)?;
+                    let pipe = ctx.pipeline(&pk("resample"), || kernels::resample(f16))?;
+                    rec.ew(pipe, vec![u, t2.clone()], &up, uos.len())?;
+                    let (a, b, sa_shape, sb_shape) = if *ps_first { (t1, t2, pos, uos) } else { (t2, t1, uos, pos) };
+                    let (os, sa, sb) = broadcast(sa_shape, sb_shape, lname)?;
+                    let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
+                    let p = bin_params(os, sa, sb, 0, 1.0, 1.0, None);
+                    let pipe = ctx.pipeline(&pk("binary"), || kernels::binary(f16))?;
+                    rec.ew(pipe, vec![a, b, out], &p, os.len())?;
+                }
             }
             Kind::Layer { l, aux } => {
                 let layer = &net.layers[*l];
@@ -871,35 +1027,14 @@ impl Prep {
                         }
                     }
                     Op::PixelShuffle { factor, mode } => {
-                        let s = ins[0];
-                        let r = *factor;
-                        if s.dims != 3 || s.c % (r * r) != 0 {
-                            bail!(Code::ModelInvalid, "layer {lname}: PixelShuffle of {} channels by {r}", s.c);
-                        }
-                        let os = Shape::d3(s.c / (r * r), s.h * r, s.w * r);
+                        let (os, p) = pshuf_params(ins[0], *factor, *mode, lname)?;
                         let x = rec.buf_of(step.bottoms[0]);
                         let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
-                        let p = [os.len() as u32, os.c as u32, os.h as u32, os.w as u32, r as u32, (*mode != 0) as u32];
                         let pipe = ctx.pipeline(&pk("pshuf"), || kernels::pshuf(f16))?;
                         rec.ew(pipe, vec![x, out], &p, os.len())?;
                     }
                     Op::Interp(ip) => {
-                        let s = ins[0];
-                        if s.dims != 3 {
-                            bail!(Code::ModelInvalid, "layer {lname}: Interp of a {}-D blob is not supported", s.dims);
-                        }
-                        let (oh, ow) = interp_size(ip, s);
-                        if oh == 0 || ow == 0 {
-                            bail!(Code::ModelInvalid, "layer {lname}: Interp to an empty size");
-                        }
-                        let os = Shape::d3(s.c, oh, ow);
-                        let (taps, xt) = interp_taps(ip.resize_type, s.w, ow, ip.width_scale, ip.output_w > 0 && ip.output_h > 0, ip.align_corner, lname)?;
-                        let (_, yt) = interp_taps(ip.resize_type, s.h, oh, ip.height_scale, ip.output_w > 0 && ip.output_h > 0, ip.align_corner, lname)?;
-                        let mut p = vec![os.len() as u32, s.c as u32, s.h as u32, s.w as u32, oh as u32, ow as u32, taps, 0];
-                        for t in xt.iter().chain(yt.iter()) {
-                            p.extend_from_slice(&t.0);
-                            p.extend(t.1.iter().map(|&v| fb(v)));
-                        }
+                        let (os, p) = resample_params(ip, ins[0], lname)?;
                         let x = rec.buf_of(step.bottoms[0]);
                         let out = rec.alloc_blob(step.tops[0], os, &mut self.pool, ctx)?;
                         let pipe = ctx.pipeline(&pk("resample"), || kernels::resample(f16))?;
@@ -1038,6 +1173,36 @@ impl Prep {
         let _ = es;
         Ok(())
     }
+}
+
+/// Output shape and kernel parameters of a PixelShuffle.
+fn pshuf_params(s: Shape, r: usize, mode: i32, lname: &str) -> Result<(Shape, Vec<u32>)> {
+    if s.dims != 3 || r == 0 || s.c % (r * r) != 0 {
+        bail!(Code::ModelInvalid, "layer {lname}: PixelShuffle of {} channels by {r}", s.c);
+    }
+    let os = Shape::d3(s.c / (r * r), s.h * r, s.w * r);
+    Ok((os, vec![os.len() as u32, os.c as u32, os.h as u32, os.w as u32, r as u32, (mode != 0) as u32]))
+}
+
+/// Output shape and kernel parameters (tap tables) of an Interp.
+fn resample_params(ip: &lucent_core::ncnn::Interp, s: Shape, lname: &str) -> Result<(Shape, Vec<u32>)> {
+    if s.dims != 3 {
+        bail!(Code::ModelInvalid, "layer {lname}: Interp of a {}-D blob is not supported", s.dims);
+    }
+    let (oh, ow) = interp_size(ip, s);
+    if oh == 0 || ow == 0 {
+        bail!(Code::ModelInvalid, "layer {lname}: Interp to an empty size");
+    }
+    let os = Shape::d3(s.c, oh, ow);
+    let sized = ip.output_w > 0 && ip.output_h > 0;
+    let (taps, xt) = interp_taps(ip.resize_type, s.w, ow, ip.width_scale, sized, ip.align_corner, lname)?;
+    let (_, yt) = interp_taps(ip.resize_type, s.h, oh, ip.height_scale, sized, ip.align_corner, lname)?;
+    let mut p = vec![os.len() as u32, s.c as u32, s.h as u32, s.w as u32, oh as u32, ow as u32, taps, 0];
+    for t in xt.iter().chain(yt.iter()) {
+        p.extend_from_slice(&t.0);
+        p.extend(t.1.iter().map(|&v| fb(v)));
+    }
+    Ok((os, p))
 }
 
 fn bin_params(os: Shape, sa: [usize; 3], sb: [usize; 3], op: u32, ca: f32, cb: f32, scalar: Option<f32>) -> Vec<u32> {
@@ -1491,6 +1656,8 @@ struct Rec {
     maxdim: u32,
     max_binding: u64,
     step: usize,
+    /// Per step: (FLOPs, kernel) of convolutions, for the profile.
+    conv_notes: HashMap<usize, (f64, &'static str)>,
 }
 
 impl Rec {

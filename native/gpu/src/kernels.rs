@@ -39,7 +39,12 @@ impl ConvCfg {
     }
     pub fn valid(&self) -> bool {
         let t = self.threads();
-        t > 0 && self.bm % self.tm == 0 && self.bn % Self::TN == 0 && (self.bk * self.bm) % t == 0 && (self.bk * self.bn) % t == 0
+        t > 0
+            && self.bm % self.tm == 0
+            && self.bn % Self::TN == 0
+            && (self.bk * self.bm) % t == 0
+            && (self.bk * self.bn) % t == 0
+            && t % self.bn == 0
     }
 }
 
@@ -47,9 +52,18 @@ impl ConvCfg {
 pub const EW: u32 = 64;
 
 fn header(f16: bool) -> String {
+    header_with(f16, f16)
+}
+
+/// Common header: storage type `T` (f16 or f32), `enable f16;` when `enable_f16` (f16 storage,
+/// or f16 values elsewhere in the kernel), the parameter buffer and the activation function.
+pub(crate) fn header_with(f16: bool, enable_f16: bool) -> String {
     let mut s = String::new();
+    if enable_f16 {
+        s.push_str("enable f16;\n");
+    }
     if f16 {
-        s.push_str("enable f16;\nalias T = f16;\n");
+        s.push_str("alias T = f16;\n");
     } else {
         s.push_str("alias T = f32;\n");
     }
@@ -103,6 +117,11 @@ fn epi(acc: f32, oc: u32, o: u32) -> f32 {
 }
 "#;
 
+/// The bindings and epilogue shared by the convolution kernels (also the MMA kernel's).
+pub(crate) fn conv_common() -> String {
+    CONV_COMMON.to_string()
+}
+
 const EW_MAIN: &str = r#"
 @compute @workgroup_size(EWu)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -116,8 +135,11 @@ fn ew_main() -> String {
 
 /// Implicit-GEMM convolution. Params: 0 in_c (per group), 1 in_h, 2 in_w, 3 out_c, 4 out_h,
 /// 5 out_w, 6 kh, 7 kw, 8 sh, 9 sw, 10 dh, 11 dw, 12 pad_top, 13 pad_left, 14 pad value,
-/// 15..20 epilogue, 21 out per group, 22 mpad (weights' padded M), 23 K, 24 kpad.
-/// Weights: [group][kpad][mpad], zero padded.
+/// 15..20 epilogue, 21 out per group, 22 mpad (weights' padded M), 23 K, 24 kpad, and from 25
+/// the gather table: per k, (ky * dh, kx * dw, ic * in_h * in_w + ky * dh * in_w + kx * dw), so
+/// the gather has no runtime division (the host computes it per run; see `gather_table`).
+/// Each thread gathers one fixed output pixel (WG is a multiple of BN), whose input origin is
+/// computed once. Weights: [group][kpad][mpad], zero padded.
 pub fn conv_gemm(f16: bool, acc16: bool, c: ConvCfg) -> String {
     let acc = if acc16 { "f16" } else { "f32" };
     let mut s = header(f16);
@@ -154,9 +176,18 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     let n0 = (t / tiles_m) * BN;
     let tx = li % NT;
     let ty = li / NT;
-    let khw = kh * kw;
     let wbase = g * kpad * mpad + m0;
     let xbase = g * in_c * in_h * in_w;
+    // This thread's gather column: the same output pixel at every step.
+    let bcol = li % BN;
+    let brow = li / BN;
+    let pp = n0 + bcol;
+    let pok = pp < npix;
+    let poy = pp / max(out_w, 1u);
+    let pox = pp - poy * out_w;
+    let iy0 = i32(poy * sh) - pt;
+    let ix0 = i32(pox * sw) - pl;
+    let xb0 = i32(xbase) + iy0 * i32(in_w) + ix0;
 ACC_DECL
     for (var k0 = 0u; k0 < kpad; k0 += BK) {
         for (var r = 0u; r < (BK * BM) / WG; r++) {
@@ -164,26 +195,19 @@ ACC_DECL
             As[e] = ACC(W[wbase + (k0 + e / BM) * mpad + e % BM]);
         }
         for (var r = 0u; r < (BK * BN) / WG; r++) {
-            let e = li + r * WG;
-            let k = k0 + e / BN;
-            let p = n0 + e % BN;
+            let k = k0 + brow + r * (WG / BN);
             var v = 0.0;
-            if (k < K && p < npix) {
-                let ic = k / khw;
-                let rr = k - ic * khw;
-                let ky = rr / kw;
-                let kx = rr - ky * kw;
-                let oy = p / out_w;
-                let ox = p - oy * out_w;
-                let iy = i32(oy * sh + ky * dh) - pt;
-                let ix = i32(ox * sw + kx * dw) - pl;
+            if (k < K && pok) {
+                let tb = 25u + 3u * k;
+                let iy = iy0 + i32(P[tb]);
+                let ix = ix0 + i32(P[tb + 1u]);
                 if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {
-                    v = f32(X[xbase + (ic * in_h + u32(iy)) * in_w + u32(ix)]);
+                    v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);
                 } else {
                     v = padv;
                 }
             }
-            Bs[e] = ACC(v);
+            Bs[li + r * WG] = ACC(v);
         }
         workgroupBarrier();
         for (var k = 0u; k < BK; k++) {
@@ -210,6 +234,21 @@ ACC_STORE
         ));
     }
     s.replace("ACC_DECL", &decl).replace("ACC_FMA", &fmas).replace("ACC_STORE", &store)
+}
+
+/// The gather table of `conv_gemm` (params from 25): per k = (ic, ky, kx) of one group,
+/// (ky * dh, kx * dw, ic * in_h * in_w + ky * dh * in_w + kx * dw).
+pub fn gather_table(ipg: usize, kh: usize, kw: usize, dh: usize, dw: usize, in_h: usize, in_w: usize) -> Vec<u32> {
+    let mut t = Vec::with_capacity(ipg * kh * kw * 3);
+    for ic in 0..ipg {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let (dy, dx) = (ky * dh, kx * dw);
+                t.extend_from_slice(&[dy as u32, dx as u32, (ic * in_h * in_w + dy * in_w + dx) as u32]);
+            }
+        }
+    }
+    t
 }
 
 /// Direct convolution, one output per thread. Params as conv_gemm, plus 0 = total outputs
@@ -416,6 +455,50 @@ pub fn pshuf(f16: bool) -> String {
     let ih = oh / f;
     let iw = ow / f;
     Y[i] = X[(ic * ih + y / f) * iw + x / f];
+}
+"#,
+    );
+    s
+}
+
+/// PixelShuffle of X plus Interp of U, summed: Y = pshuf(X) + resample(U), one pass (the
+/// compact SR networks' last step). Params as `resample` (for U) with 1 = output channels and
+/// 7 = factor | mode << 16 of the PixelShuffle (X is [C*f*f][out_h/f][out_w/f]).
+pub fn pshuf_add(f16: bool) -> String {
+    let mut s = header(f16);
+    s.push_str(
+        r#"
+@group(0) @binding(1) var<storage, read> X: array<T>;
+@group(0) @binding(2) var<storage, read> U: array<T>;
+@group(0) @binding(3) var<storage, read_write> Y: array<T>;
+"#,
+    );
+    s.push_str(&ew_main());
+    s.push_str(
+        r#"
+    let oc = P[1]; let ih = P[2]; let iw = P[3]; let oh = P[4]; let ow = P[5]; let taps = P[6];
+    let f = P[7] & 0xFFFFu;
+    let c = i / (oh * ow);
+    let r = i - c * oh * ow;
+    let y = r / ow;
+    let x = r - y * ow;
+    let sy = y % f;
+    let sx = x % f;
+    var ic = c * f * f + sy * f + sx;
+    if ((P[7] >> 16u) != 0u) { ic = (sy * f + sx) * oc + c; }
+    let v = f32(X[(ic * (oh / f) + y / f) * (ow / f) + x / f]);
+    let xt = 8u + x * 8u;
+    let yt = 8u + ow * 8u + y * 8u;
+    var s = 0.0;
+    for (var a = 0u; a < taps; a++) {
+        let row = (c * ih + P[yt + a]) * iw;
+        var rs = 0.0;
+        for (var b = 0u; b < taps; b++) {
+            rs = fma(pf(xt + 4u + b), f32(U[row + P[xt + b]]), rs);
+        }
+        s = fma(pf(yt + 4u + a), rs, s);
+    }
+    Y[i] = T(v + s);
 }
 "#,
     );

@@ -9,13 +9,24 @@
 //! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
 //! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
 //! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600, 3600 on CPU adapters),
-//! `LUCENT_GPU_CONV=direct|bm,bn,bk,tm` (force the convolution kernel / tile).
+//! `LUCENT_GPU_CONV=direct|bm,bn,bk,tm` (force the convolution kernel / tile),
+//! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `emulate` forces the emulated MMA kernel).
+//!
+//! Convolutions run on cooperative matrices (tensor cores, [`mma`]) when the adapter lists
+//! the f16 x f16 -> f32 16x16x16 (or 8x8x8) configuration and offers SUBGROUP and SHADER_F16;
+//! the experimental feature is then requested explicitly. Otherwise the FMA implicit GEMM of
+//! [`kernels::conv_gemm`] runs (lavapipe, DX12, older GPUs).
 
 mod exec;
 pub mod kernels;
+pub mod mma;
+mod variants;
 mod warp;
 
+pub use variants::{probe_coop, shader_variants};
+
 use kernels::ConvCfg;
+use mma::{MmaCfg, MmaMode};
 use lucent_core::error::{Code, Error, Result};
 use lucent_core::ncnn::Net;
 use lucent_core::{Backend, BackendInfo, Cancel, Prepared, Tensor};
@@ -101,6 +112,27 @@ pub struct Settings {
     pub profile: bool,
     /// Use the direct convolution kernel everywhere (no workgroup-memory tiling).
     pub conv_direct: bool,
+    /// The matrix-multiply-accumulate convolution (cooperative matrices or their emulation);
+    /// None = the FMA kernel. Ignored where `conv` or `conv_direct` force a kernel.
+    pub mma: Option<MmaPlan>,
+}
+
+/// Which MMA kernel a handle uses: fragment size and mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MmaPlan {
+    pub frag: u32,
+    pub mode: MmaMode,
+    /// Force this tile configuration (tests); None = the first of [`mma::cfg_lists`] that fits.
+    pub cfg: Option<MmaCfg>,
+}
+
+/// `LUCENT_GPU_COOP`: "0" / "false" = off, "emulate" = the emulated kernel, else auto.
+fn coop_env() -> &'static str {
+    match std::env::var("LUCENT_GPU_COOP").as_deref() {
+        Ok("0") | Ok("false") | Ok("off") => "off",
+        Ok("emulate") => "emulate",
+        _ => "auto",
+    }
 }
 
 /// `LUCENT_GPU_CONV=direct` or `LUCENT_GPU_CONV=bm,bn,bk,tm`.
@@ -222,6 +254,9 @@ struct DeviceSummary {
     limits: wgpu::Limits,
     f16: bool,
     timestamps: bool,
+    /// Cooperative-matrix fragment size when the device was opened with them.
+    coop_frag: Option<u32>,
+    subgroup_max: u32,
 }
 
 pub(crate) struct DeviceHandle {
@@ -310,15 +345,44 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
         }
     }
     let limits = adapter.limits();
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("lucent"),
-        required_features: features,
-        required_limits: limits.clone(),
-        experimental_features: wgpu::ExperimentalFeatures::disabled(),
-        memory_hints: wgpu::MemoryHints::Performance,
-        trace: wgpu::Trace::Off,
-    }))
-    .map_err(|e| Error::new(Code::GpuUnavailable, format!("cannot open {}: {e}", info.name)))?;
+    // Cooperative matrices: only when the adapter lists the f16 x f16 -> f32 shape we use and
+    // has subgroups (subgroup_id) and f16; requested with experimental features enabled.
+    let coop_needs = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16;
+    let mut coop_frag = if coop_env() == "auto" && af.contains(coop_needs) {
+        mma::pick_frag(&adapter.cooperative_matrix_properties())
+    } else {
+        None
+    };
+    let open = |features: wgpu::Features, experimental: bool| {
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("lucent"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: if experimental {
+                // SAFETY: wgpu's experimental cooperative-matrix API; used only with the
+                // configurations the adapter lists, and LUCENT_GPU_COOP=0 turns it off.
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+    };
+    let opened = match coop_frag {
+        Some(_) => match open(features | coop_needs, true) {
+            Ok(d) => {
+                features |= coop_needs;
+                Ok(d)
+            }
+            Err(_) => {
+                coop_frag = None;
+                open(features, false)
+            }
+        },
+        None => open(features, false),
+    };
+    let (device, queue) = opened.map_err(|e| Error::new(Code::GpuUnavailable, format!("cannot open {}: {e}", info.name)))?;
     let lost = Arc::new(AtomicBool::new(false));
     let lost_msg = Arc::new(Mutex::new(String::new()));
     let errors = Arc::new(Mutex::new(Vec::new()));
@@ -354,6 +418,8 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
         limits: limits.clone(),
         f16: features.contains(wgpu::Features::SHADER_F16),
         timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        coop_frag,
+        subgroup_max: info.subgroup_max_size.max(1),
     };
     let ctx = DevCtx {
         device,
@@ -433,8 +499,33 @@ impl GpuBackend {
             conv: conv_env().0,
             profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
             conv_direct: conv_env().1,
+            mma: None,
         };
-        Ok(GpuBackend { dev, settings })
+        let mut be = GpuBackend { dev, settings };
+        be.settings.mma = be.default_mma();
+        Ok(be)
+    }
+
+    /// The MMA plan by default: real cooperative matrices where the device has them (unless
+    /// `LUCENT_GPU_COOP=0`); `LUCENT_GPU_COOP=emulate` picks the emulated kernel (16x16, 32-wide
+    /// subgroups) on any device.
+    fn default_mma(&self) -> Option<MmaPlan> {
+        match coop_env() {
+            "off" => None,
+            "emulate" => Some(MmaPlan { frag: 16, mode: MmaMode::Emulated { sg: 32, f16_tiles: self.dev.summary.f16 }, cfg: None }),
+            _ => self.dev.summary.coop_frag.map(|frag| MmaPlan { frag, mode: MmaMode::Coop { sg_max: self.dev.summary.subgroup_max }, cfg: None }),
+        }
+    }
+
+    /// The cooperative-matrix fragment size the device was opened with (None: no tensor-core path).
+    pub fn coop_frag(&self) -> Option<u32> {
+        self.dev.summary.coop_frag
+    }
+
+    /// The MMA tile configuration wide layers get on this device with this handle's plan.
+    pub fn mma_cfg(&self) -> Option<MmaCfg> {
+        let plan = self.settings.mma?;
+        plan.cfg.or_else(|| mma::default_cfg(&self.dev.summary.limits, plan.frag, false, plan.mode))
     }
 
     pub fn adapter_name(&self) -> &str {
@@ -464,10 +555,20 @@ impl GpuBackend {
         s.f16 &= self.dev.summary.f16;
         s.f16_math &= s.f16;
         s.profile &= self.dev.summary.timestamps;
+        s.mma = s.mma.filter(|p| match p.mode {
+            MmaMode::Coop { .. } => self.dev.summary.coop_frag == Some(p.frag),
+            MmaMode::Emulated { f16_tiles, .. } => !f16_tiles || self.dev.summary.f16,
+        });
         GpuBackend { dev: self.dev.clone(), settings: s }
     }
 
     /// The tile configuration the convolution uses for wide layers on this device.
+    /// The emulated MMA plan with `sg`-wide subgroups (f16 tiles where the device has f16),
+    /// available on every device; `cfg` forces a tile configuration.
+    pub fn emulated_mma(&self, frag: u32, sg: u32, f16_tiles: bool, cfg: Option<MmaCfg>) -> MmaPlan {
+        MmaPlan { frag, mode: MmaMode::Emulated { sg, f16_tiles: f16_tiles && self.dev.summary.f16 }, cfg }
+    }
+
     pub fn conv_cfg(&self) -> ConvCfg {
         self.settings.conv.unwrap_or_else(|| exec::default_cfg(&self.dev.summary.limits, false, self.settings.f16_math))
     }
@@ -542,6 +643,14 @@ impl GpuPrepared {
     pub fn net(&self) -> &Arc<Net> {
         &self.net
     }
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "direct"), in order.
+    pub fn conv_kernels(&self) -> Result<Vec<String>> {
+        let id = self.id;
+        self.dev.call(move |ctx| {
+            Ok(ctx.preps.get(&id).map(|p| p.conv_kernels().into_iter().map(String::from).collect()).unwrap_or_default())
+        })
+    }
+
     /// Per-layer GPU times of the last run (empty unless profiling was on).
     pub fn last_profile(&self) -> Result<Vec<LayerTime>> {
         let id = self.id;

@@ -27,6 +27,7 @@ pub enum PriceClass {
     Generative,
     Standard,
     Premium,
+    Interp,
 }
 
 /// Size limits (api.md "Limits"): photos have maxInMp / maxOutMp, videos maxOutMp / minSeconds /
@@ -70,7 +71,7 @@ pub struct CatalogEntry {
     pub description: String,
     /// Model files relative to modelDir, e.g. 'sr/realesr-general-x4v3'.
     pub networks: Vec<String>,
-    /// 'tiled_sr' | 'srmd' | 'denoise_ffdnet' | 'face' | 'unavailable' (more may come).
+    /// 'tiled_sr' | 'srmd' | 'denoise_ffdnet' | 'face' | 'interp' | 'unavailable' (more may come).
     pub pipeline: String,
     /// False: listed by the API but not runnable here (-> unknown_model).
     pub available: bool,
@@ -118,6 +119,7 @@ fn entry(m: &ModelInfo) -> CatalogEntry {
             XPriceClass::Generative => PriceClass::Generative,
             XPriceClass::Standard => PriceClass::Standard,
             XPriceClass::Premium => PriceClass::Premium,
+            XPriceClass::Interp => PriceClass::Interp,
         },
         limits,
         description: m.description.to_string(),

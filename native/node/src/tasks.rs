@@ -21,6 +21,25 @@ pub struct EnhanceOptions {
     pub dpi: Option<f64>,
     /// JPEG / HEIF quality 1..100 (default 90).
     pub quality: Option<u32>,
+    /// Output width in pixels: the model runs at its own scale, then the result is resampled
+    /// (Lanczos3; area averaging when downscaling 3x or more). Alone: the aspect ratio is kept.
+    /// A whole number 1..65535 (else `invalid_argument`); over the model's output limit:
+    /// `image_too_large`.
+    pub target_width: Option<f64>,
+    /// Output height in pixels (see targetWidth).
+    pub target_height: Option<f64>,
+}
+
+/// A JS number as an output side: a whole number 1..=MAX_TARGET_SIDE.
+fn side(name: &str, v: Option<f64>) -> lucent_core::Result<Option<u32>> {
+    match v {
+        None => Ok(None),
+        Some(v) if v.fract() == 0.0 && v >= 1.0 && v <= lucent_engine::photo::MAX_TARGET_SIDE as f64 => Ok(Some(v as u32)),
+        Some(v) => Err(lucent_core::Error::new(
+            Code::InvalidArgument,
+            format!("{name} {v}: expected a whole number 1..{}", lucent_engine::photo::MAX_TARGET_SIDE),
+        )),
+    }
 }
 
 #[napi(object)]
@@ -64,14 +83,14 @@ type ListenerMethod<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>)>, 
 
 /// An AbortSignal tied to one call's [`Cancel`]: its `abort` listener cancels the call (the engine
 /// stops at the next tile); the listener is removed when the call settles.
-struct AbortLink {
+pub(crate) struct AbortLink {
     signal: ObjectRef<false>,
     listener: FunctionRef<(), ()>,
 }
 
 impl AbortLink {
     /// Ties `signal` (if any) to `cancel`. An already-aborted signal cancels at once.
-    fn tie(env: &Env, signal: Option<Object>, cancel: &Cancel) -> napi::Result<Option<AbortLink>> {
+    pub(crate) fn tie(env: &Env, signal: Option<Object>, cancel: &Cancel) -> napi::Result<Option<AbortLink>> {
         let Some(signal) = signal else { return Ok(None) };
         if signal.get_named_property::<Option<bool>>("aborted")?.unwrap_or(false) {
             cancel.cancel();
@@ -95,7 +114,7 @@ impl AbortLink {
     }
 }
 
-fn untie(env: &Env, link: Option<AbortLink>) -> napi::Result<()> {
+pub(crate) fn untie(env: &Env, link: Option<AbortLink>) -> napi::Result<()> {
     link.map_or(Ok(()), |l| l.untie(env))
 }
 
@@ -105,6 +124,7 @@ pub struct EnhanceTask {
     data: Vec<u8>,
     opts: XOpts,
     quality: Option<u32>,
+    target: (Option<f64>, Option<f64>),
     cancel: Cancel,
     abort: Option<AbortLink>,
     progress: Option<Progress>,
@@ -123,6 +143,8 @@ impl Task for EnhanceTask {
                 }
                 q => q.map(|q| q as u8),
             };
+            self.opts.target_width = side("targetWidth", self.target.0)?;
+            self.opts.target_height = side("targetHeight", self.target.1)?;
             let last = std::sync::atomic::AtomicU32::new(u32::MAX);
             let tsfn = self.progress.as_ref();
             let report = |p: u32| {
@@ -175,8 +197,15 @@ pub fn enhance(
     let abort = AbortLink::tie(&env, signal, &cancel)?;
     Ok(AsyncTask::new(EnhanceTask {
         data: data.to_vec(),
-        opts: XOpts { model: opts.model, format: opts.format, exif: opts.exif.unwrap_or(false), dpi: opts.dpi, quality: None },
+        opts: XOpts {
+            model: opts.model,
+            format: opts.format,
+            exif: opts.exif.unwrap_or(false),
+            dpi: opts.dpi,
+            ..Default::default()
+        },
         quality: opts.quality,
+        target: (opts.target_width, opts.target_height),
         cancel,
         abort,
         progress: on_progress,

@@ -1,6 +1,9 @@
 //! Typed network description built from a `.param` + `.bin` pair: every layer with its resolved
 //! parameters (ncnn's defaults applied) and its weights as f32. Backends execute this; nothing
 //! here computes.
+//!
+//! Long (~580 lines) on purpose: one typed constructor per ncnn layer kind, kept side by side so a layer's
+//! parameters read next to its siblings'; parsing is in `param.rs`, weights in `bin.rs`.
 
 use super::bin::WeightReader;
 use super::param::{parse_param, LayerSpec, ParamDict};

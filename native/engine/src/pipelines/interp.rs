@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The model's path below the model directory, without `.param` / `.bin`.
-pub const MODEL_STEM: &str = "interp/rife-v4.6/flownet";
+pub const MODEL_STEM: &str = crate::catalog::RIFE;
 
 /// Every side the network sees is a multiple of this.
 pub const MULTIPLE: usize = 32;
@@ -187,12 +187,18 @@ impl Rife {
 
     /// Prepare an already loaded RIFE v4 network (`in0`, `in1`, `in2` -> `out0`).
     pub fn new(backend: &dyn Backend, net: Arc<Net>) -> Result<Rife> {
+        let prep = backend.prepare(net.clone())?;
+        Rife::with_prepared(backend, &net, prep)
+    }
+
+    /// A RIFE v4 network already prepared on `backend` (e.g. the runtime's cached copy,
+    /// `Runtime::network(MODEL_STEM)`): no second preparation.
+    pub fn with_prepared(backend: &dyn Backend, net: &Net, prep: Arc<dyn Prepared>) -> Result<Rife> {
         let blob = |n: &str| net.blob(n).ok_or_else(|| Error::new(Code::ModelInvalid, format!("RIFE network has no blob '{n}'")));
         let blobs = [blob("in0")?, blob("in1")?, blob("in2")?, blob("out0")?];
         // A GPU's largest storage binding bounds the side; the CPU backend's max_tile is a
         // super-resolution heuristic and does not apply here (RIFE needs whole-frame context).
-        let max_side = if backend.info().kind == "gpu" { backend.max_tile(&net) } else { usize::MAX };
-        let prep = backend.prepare(net)?;
+        let max_side = if backend.info().kind == "gpu" { backend.max_tile(net) } else { usize::MAX };
         Ok(Rife { prep, blobs, limits: InterpLimits::default(), max_side })
     }
 

@@ -6,7 +6,8 @@
 //! - `srmd.rs`: SRMD / SRMDNF (`Srmd`)
 //! - `denoise.rs`: blind FFDNet denoising (`Denoise`), with its noise estimator `noise.rs`
 //! - `face/`: face / portrait models (`Face`): detector, blend masks, face-crop images, tracks
-//! - `interp.rs`: RIFE v4.6 frame interpolation (two frames + t -> frame; not a catalog Enhancer yet)
+//! - `interp.rs`: RIFE v4.6 frame interpolation (two frames + t -> frame; catalog `Interp`, run by
+//!   `video::interpolate_frames`, not an Enhancer)
 //! - `scenecut.rs`: scene-cut detection between consecutive frames (colour-histogram distance)
 //!
 //! A new pipeline: a file here implementing [`Enhancer`], a `catalog::Pipeline` variant holding
@@ -35,6 +36,9 @@ pub fn for_model(m: &ModelInfo) -> Result<Box<dyn Enhancer>> {
         Pipeline::Srmd => Box::new(srmd::Srmd::for_model(m)?),
         Pipeline::Denoise(_) => Box::new(denoise::Denoise::for_model(m)?),
         Pipeline::Face(_) => Box::new(face::FacePipeline::for_model(m)?),
+        Pipeline::Interp => {
+            return Err(Error::new(Code::InvalidArgument, format!("model '{}' interpolates between frames: call interpolate_frames", m.name)))
+        }
         Pipeline::Unavailable => {
             return Err(Error::new(Code::UnknownModel, format!("model '{}' has no runnable pipeline", m.name)))
         }

@@ -1,0 +1,88 @@
+//! Diagnostics and test support: the list of every WGSL source the backend can compile, and
+//! what each adapter offers for cooperative matrices.
+
+use crate::kernels::{self, ConvCfg};
+use crate::mma::{self, MmaMode};
+use crate::{exec, new_instance, warp, BACKENDS};
+use std::panic::catch_unwind;
+
+/// Every WGSL source the backend can compile, with what the device needs for it:
+/// (name, source, needs SHADER_F16, needs cooperative matrices + subgroups). The naga tests
+/// validate and translate each one.
+pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
+    let mut v = Vec::new();
+    for f16 in [false, true] {
+        let p = if f16 { "f16" } else { "f32" };
+        let simple: [(&str, fn(bool) -> String); 11] = [
+            ("conv_direct", kernels::conv_direct),
+            ("deconv", kernels::deconv),
+            ("inner", kernels::inner),
+            ("unary", kernels::unary),
+            ("binary", kernels::binary),
+            ("pshuf", kernels::pshuf),
+            ("pshuf_add", kernels::pshuf_add),
+            ("resample", kernels::resample),
+            ("copy3", kernels::copy3),
+            ("pool", kernels::pool),
+            ("softmax", kernels::softmax),
+        ];
+        for (n, g) in simple {
+            v.push((format!("{n}:{p}"), g(f16), f16, false));
+        }
+        v.push((format!("warp:{p}"), warp::shader(f16), f16, false));
+        let mut seen = std::collections::HashSet::new();
+        let cfgs: Vec<ConvCfg> = exec::fma_cfg_lists().concat().into_iter().filter(|c| seen.insert(*c)).collect();
+        for c in cfgs {
+            for acc16 in [false, true] {
+                if acc16 && !f16 {
+                    continue;
+                }
+                v.push((format!("conv_gemm:{p}:{}x{}x{}/{}:acc16={acc16}", c.bm, c.bn, c.bk, c.tm), kernels::conv_gemm(f16, acc16, c), f16, false));
+            }
+        }
+        for frag in [16, 8] {
+            let (wide, narrow) = mma::cfg_lists(frag);
+            for c in wide.into_iter().chain(narrow) {
+                let name = |m: &str| format!("conv_mma:{p}:{m}:frag{frag}:{}x{}x{}:w{}x{}:wg{}", c.bm, c.bn, c.bk, c.wm, c.wn, c.wg);
+                for sg_max in [32, 64] {
+                    v.push((name(&format!("coop-sg{sg_max}")), mma::conv_mma(f16, c, MmaMode::Coop { sg_max }), true, true));
+                }
+                for (sg, tiles16) in [(32, true), (64, true), (32, false)] {
+                    let mode = MmaMode::Emulated { sg, f16_tiles: tiles16 };
+                    if c.fits(mode) {
+                        v.push((name(&format!("emu-sg{sg}-t{}", if tiles16 { 16 } else { 32 })), mma::conv_mma(f16, c, mode), f16 || tiles16, false));
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Cooperative-matrix support of every adapter wgpu sees: (name, has the experimental feature,
+/// has SUBGROUP, the listed configurations as "MxNxK ab->cr"). For diagnostics.
+pub fn probe_coop() -> Vec<(String, bool, bool, Vec<String>)> {
+    let r = catch_unwind(|| {
+        let inst = new_instance();
+        pollster::block_on(inst.enumerate_adapters(BACKENDS))
+            .into_iter()
+            .map(|a| {
+                let i = a.get_info();
+                let f = a.features();
+                let props = a
+                    .cooperative_matrix_properties()
+                    .iter()
+                    .map(|p| format!("{}x{}x{} {:?}->{:?}", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type))
+                    .collect();
+                (
+                    format!("{} ({:?})", i.name, i.backend),
+                    f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+                    f.contains(wgpu::Features::SUBGROUP),
+                    props,
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    r.unwrap_or_default()
+}
+

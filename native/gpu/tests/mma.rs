@@ -1,0 +1,179 @@
+//! The matrix-multiply-accumulate convolution (src/mma.rs) in its emulated form, on any adapter
+//! (lavapipe in CI), against lucent_core::reference on fresh random inputs.
+//!
+//! The emulated kernel is generated from the same template as the cooperative-matrix one: same
+//! workgroup tiles, warp tiles, fragment offsets and strides, A fragments column-major (stride
+//! BM), B row-major (stride BN), C stored row-major (stride BN); only the fragment operations
+//! are loops over the tile elements, and "subgroups" are runs of `sg` consecutive invocations.
+//! Subgroup widths 32 and 64 are both run, so the path where a subgroup holds several warp tiles
+//! (wide AMD subgroups) is exercised too.
+//!
+//! Error bounds, metric max|gpu - ref| / max(1, max|ref|): A and B operands are rounded to f16
+//! (relative 2^-11 each) and accumulated in f32, which is the numerics of f16 storage: <= 2e-3
+//! for f32 and f16 storage alike (f16 storage rounds the same operands already, plus the output).
+
+mod common;
+use common::{backend, rel_err, NetBuilder, Rng};
+use lucent_core::ncnn::Net;
+use lucent_core::{reference, Cancel, Tensor};
+use lucent_gpu::mma::{cfg_lists, MmaCfg};
+use lucent_gpu::GpuBackend;
+use std::sync::Arc;
+
+const BOUND: f32 = 2e-3;
+
+fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
+    let mut b = NetBuilder::new();
+    b.input("in");
+    let wn = cout * (cin / group) * kw * kh;
+    let g = if group > 1 { format!(" 7={group}") } else { String::new() };
+    b.layer(kind, &["in"], &["out"], &format!("0={cout} 1={kw} 11={kh} 5={} 6={wn}{g} {extra}", bias as i32));
+    let scale = 1.0 / ((cin / group * kw * kh) as f32).sqrt();
+    let w = r.vec(wn, scale);
+    b.tagged(&w);
+    if bias {
+        let bv = r.vec(cout, 0.5);
+        b.raw(&bv);
+    }
+    b.build()
+}
+
+/// Handles: every storage precision the device has x the emulation modes asked for.
+fn handles(be: &GpuBackend, modes: &[(u32, u32, bool)], cfg: Option<MmaCfg>) -> Vec<(String, GpuBackend)> {
+    let mut v = Vec::new();
+    for f16 in [false, true] {
+        if f16 && !be.f16_available() {
+            eprintln!("adapter {} has no SHADER_F16: f16 storage not tested here", be.adapter_name());
+            continue;
+        }
+        for &(frag, sg, tiles16) in modes {
+            let plan = be.emulated_mma(frag, sg, tiles16, cfg);
+            let h = be.with_settings(|s| {
+                s.f16 = f16;
+                s.conv = None;
+                s.conv_direct = false;
+                s.mma = Some(plan);
+            });
+            assert_eq!(h.settings().mma, Some(plan), "emulated plan refused");
+            let label = format!(
+                "{} frag{frag} sg{sg} tiles {}{}",
+                if f16 { "f16" } else { "f32" },
+                if plan.mode == (lucent_gpu::mma::MmaMode::Emulated { sg, f16_tiles: true }) { "f16" } else { "f32(rounded)" },
+                cfg.map(|c| format!(" {}x{}x{} w{}x{}", c.bm, c.bn, c.bk, c.wm, c.wn)).unwrap_or_default()
+            );
+            v.push((label, h));
+        }
+    }
+    v
+}
+
+fn check(name: &str, hs: &[(String, GpuBackend)], net: Net, x: Tensor) {
+    let i = net.blob("in").unwrap();
+    let o = net.blob("out").unwrap();
+    let want = reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap_or_else(|e| panic!("{name}: reference: {e}"));
+    let net = Arc::new(net);
+    for (label, h) in hs {
+        let p = h.prepare_gpu(net.clone()).unwrap_or_else(|e| panic!("{name} [{label}]: prepare: {e}"));
+        let kernels = p.conv_kernels().unwrap();
+        assert!(!kernels.is_empty() && kernels.iter().all(|k| k == "mma-emulated"), "{name} [{label}]: kernels {kernels:?}");
+        let got = lucent_core::Prepared::run(&p, &[(i, &x)], &[o], &Cancel::new()).unwrap_or_else(|e| panic!("{name} [{label}]: run: {e}"));
+        let e = rel_err(&got[0], &want[0]);
+        println!("{name:<34} [{label}] {:<12} rel err {e:.2e}", got[0].shape_string());
+        assert!(e <= BOUND, "{name} [{label}]: rel err {e:.3e} > {BOUND:.0e}");
+    }
+}
+
+const MODES: [(u32, u32, bool); 4] = [(16, 32, true), (16, 64, true), (8, 32, true), (16, 32, false)];
+
+#[test]
+fn emulated_mma_every_tile_config() {
+    let Some(be) = backend() else { return };
+    let mut r = Rng::new(11);
+    // 3x3 pad 1, bias + leaky: K = 19*9 (not a multiple of BK), 70 outputs (not a multiple of
+    // BM), 23x17 pixels (not a multiple of BN).
+    let net = conv_net(&mut r, "Convolution", 19, 70, 3, 3, 1, "4=1 9=2 -23310=1,0.1", true);
+    let x = r.tensor(19, 17, 23);
+    for frag in [16, 8] {
+        let (wide, narrow) = cfg_lists(frag);
+        for c in wide.into_iter().chain(narrow) {
+            let hs = handles(&be, &[(frag, 32, true)], Some(c));
+            check(&format!("conv3x3 19->70 leaky f{frag}"), &hs[..1], net.clone(), x.clone());
+        }
+    }
+}
+
+#[test]
+fn emulated_mma_geometry_and_epilogues() {
+    let Some(be) = backend() else { return };
+    let hs = handles(&be, &MODES, None);
+    let mut r = Rng::new(12);
+    // 1x1 without bias, sigmoid (narrow-M tiles).
+    let net = conv_net(&mut r, "Convolution", 32, 8, 1, 1, 1, "9=4", false);
+    check("conv1x1 32->8 sigmoid", &hs, net, r.tensor(32, 9, 11));
+    // 5x3 kernel, stride 2, dilation 2, asymmetric pads, pad value, clip.
+    let net = conv_net(&mut r, "Convolution", 6, 20, 5, 3, 1, "2=2 3=2 4=1 15=3 14=2 16=0 18=0.25 9=3 -23310=2,-0.5,0.7", true);
+    check("conv5x3 s2 d2 pads clip", &hs, net, r.tensor(6, 21, 19));
+    // SAME_UPPER padding, stride 2, relu.
+    let net = conv_net(&mut r, "Convolution", 8, 16, 3, 3, 1, "3=2 4=-233 9=1", true);
+    check("conv3x3 s2 same_upper relu", &hs, net, r.tensor(8, 14, 15));
+    // Groups (GEMM per group, workgroup z), mish.
+    let net = conv_net(&mut r, "ConvolutionDepthWise", 16, 32, 3, 3, 4, "4=1 9=5", true);
+    check("conv grouped g4 16->32 mish", &hs, net, r.tensor(16, 10, 12));
+    // Hardswish, odd channel counts.
+    let net = conv_net(&mut r, "Convolution", 5, 33, 3, 3, 1, "4=1 9=6 -23310=2,0.2,0.5", true);
+    check("conv3x3 5->33 hardswish", &hs, net, r.tensor(5, 13, 16));
+}
+
+#[test]
+fn emulated_mma_fused_prelu_and_residual() {
+    let Some(be) = backend() else { return };
+    let hs = handles(&be, &MODES, None);
+    let mut r = Rng::new(13);
+    for (slopes, elt) in [(24usize, "Eltwise"), (1, "BinaryOp")] {
+        let mut b = NetBuilder::new();
+        b.input("in");
+        b.layer("Split", &["in"], &["a", "b"], "");
+        b.layer("Convolution", &["a"], &["c"], "0=24 1=3 4=1 5=1 6=5184");
+        let w = r.vec(24 * 24 * 9, 0.07);
+        let bias = r.vec(24, 0.2);
+        b.tagged(&w).raw(&bias);
+        b.layer("PReLU", &["c"], &["p"], &format!("0={slopes}"));
+        let s = r.vec(slopes, 0.3);
+        b.raw(&s);
+        if elt == "Eltwise" {
+            b.layer("Eltwise", &["p", "b"], &["out"], "0=1 -23301=2,0.2,1.0");
+        } else {
+            b.layer("BinaryOp", &["b", "p"], &["out"], "0=0");
+        }
+        check(&format!("conv+prelu({slopes})+{elt}"), &hs, b.build(), r.tensor(24, 15, 18));
+    }
+}
+
+/// realesr-general-x4v3 end to end with every convolution on the emulated MMA kernel, against
+/// the reference (f32 storage; operands rounded to f16 in each of its 18 convolutions, so the
+/// bound is looser than one layer's: <= 1e-2).
+#[test]
+fn emulated_mma_whole_network() {
+    let Some(be) = backend() else { return };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/sr/realesr-general-x4v3");
+    let net = Arc::new(Net::load_stem(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    let plan = be.emulated_mma(16, 32, true, None);
+    let h = be.with_settings(|s| {
+        s.f16 = false;
+        s.mma = Some(plan);
+    });
+    let mut r = Rng::new(14);
+    let mut x = r.tensor(3, 12, 10);
+    for v in x.data.iter_mut() {
+        *v = *v * 0.5 + 0.5;
+    }
+    let (i, o) = (net.blob("data").unwrap(), net.blob("output").unwrap());
+    let want = reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap();
+    let p = h.prepare_gpu(net.clone()).unwrap();
+    let kernels = p.conv_kernels().unwrap();
+    assert!(kernels.iter().filter(|k| *k == "mma-emulated").count() >= 16, "kernels {kernels:?}");
+    let got = lucent_core::Prepared::run(&p, &[(i, &x)], &[o], &Cancel::new()).unwrap();
+    let e = rel_err(&got[0], &want[0]);
+    println!("general-x4v3 12x10, emulated MMA ({} of {} convolutions) vs reference: rel err {e:.2e}", kernels.iter().filter(|k| *k == "mma-emulated").count(), kernels.len());
+    assert!(e <= 1e-2, "rel err {e}");
+}

@@ -1,0 +1,110 @@
+/**
+ * `lucent enhance`: the batch. Inputs are expanded (files.ts), each gets its output path under --out; an output
+ * that exists is skipped (outputs only ever appear whole: atomic writes), the rest run on the engine in-process
+ * (engine.ts), `jobs` at a time. Each step is an event (the reporters in report.ts print them); a file's failure
+ * is an event with its error code and the batch goes on. `signal` (Ctrl-C) stops the batch: running files are
+ * aborted, their temporaries removed, nothing new starts, and the summary says `interrupted`.
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import type { ErrorCode } from '../errors.js'
+import { expandInputs, sweepParts, type Ignored, type MediaKind } from './files.js'
+import { enhancePhoto, enhanceVideo, fromEngine, ItemError, outputFor, videoModelFor, type EnhanceSettings, type Planned } from './engine.js'
+import type { Addon } from '../engine/addon.js'
+
+export type BatchEvent =
+  | { event: 'start'; total: number; ignored: number; model: string; backend: string; adapter: string; out: string }
+  | { event: 'ignored'; input: string; reason: Ignored['reason'] }
+  | { event: 'begin'; input: string; kind: MediaKind }
+  | { event: 'progress'; input: string; pct: number }
+  | { event: 'done'; input: string; output: string; kind: MediaKind; width: number; height: number; ms: number }
+  | { event: 'skipped'; input: string; output: string; reason: 'exists' }
+  | { event: 'failed'; input: string; error_code: ErrorCode; message: string; detail: string; engine_code?: string }
+  | { event: 'summary'; done: number; skipped: number; failed: number; ignored: number; interrupted: boolean; seconds: number;
+      failures: Array<{ input: string; error_code: ErrorCode; message: string; detail: string }> }
+
+export type Summary = Extract<BatchEvent, { event: 'summary' }>
+
+export interface BatchOptions {
+  inputs: string[]
+  out: string
+  recursive: boolean
+  overwrite: boolean
+  jobs: number
+  settings: EnhanceSettings
+  addon: Addon
+  engine: { backend: string; adapter: string }
+  signal: AbortSignal
+  /** Temporaries being written (removed synchronously on a forced exit). */
+  parts: Set<string>
+  emit: (e: BatchEvent) => void
+}
+
+export async function runBatch(o: BatchOptions): Promise<Summary> {
+  const t0 = performance.now()
+  const out = path.resolve(o.out)
+  const { inputs, ignored, missing } = await expandInputs(o.inputs, { recursive: o.recursive, exclude: out })
+  await sweepParts(out)
+  const s: Summary = { event: 'summary', done: 0, skipped: 0, failed: 0, ignored: ignored.length, interrupted: false, seconds: 0, failures: [] }
+  const fail = (input: string, err: ItemError) => {
+    s.failed++
+    const f = { input, error_code: err.errorCode, message: err.apiMessage, detail: err.message }
+    s.failures.push(f)
+    o.emit({ event: 'failed', ...f, ...(err.engineCode ? { engine_code: err.engineCode } : {}) })
+  }
+  o.emit({ event: 'start', total: inputs.length + missing.length, ignored: ignored.length, model: o.settings.model, ...o.engine, out })
+  for (const i of ignored) o.emit({ event: 'ignored', input: i.file, reason: i.reason })
+  for (const m of missing) fail(m.input, new ItemError(100403000, `no such file, folder or matching file: ${m.input}`))
+
+  // Plan every output first: two inputs that would write the same output are a failure of the later one.
+  const planned: Planned[] = []
+  const owners = new Map<string, string>()
+  const videoModelErr = inputs.some((i) => i.kind === 'video') ? videoModelFor(o.settings) : null
+  for (const item of inputs) {
+    if (item.kind === 'video' && videoModelErr instanceof ItemError) {
+      fail(item.file, videoModelErr)
+      continue
+    }
+    const output = outputFor(item, out, o.settings)
+    if (output instanceof ItemError) {
+      fail(item.file, output)
+      continue
+    }
+    const owner = owners.get(output)
+    if (owner) {
+      fail(item.file, new ItemError(100403000, `its output ${output} is also the output of ${owner}`))
+      continue
+    }
+    owners.set(output, item.file)
+    planned.push({ ...item, output })
+  }
+
+  let next = 0
+  const worker = async () => {
+    while (next < planned.length && !o.signal.aborted) {
+      const item = planned[next++]!
+      if (!o.overwrite && fs.existsSync(item.output)) {
+        s.skipped++
+        o.emit({ event: 'skipped', input: item.file, output: item.output, reason: 'exists' })
+        continue
+      }
+      o.emit({ event: 'begin', input: item.file, kind: item.kind })
+      const onProgress = (pct: number) => o.emit({ event: 'progress', input: item.file, pct })
+      try {
+        const r = item.kind === 'photo'
+          ? await enhancePhoto(o.addon, item, o.settings, o.signal, o.parts, onProgress)
+          : await enhanceVideo(o.addon, item, o.settings, o.signal, o.parts, onProgress)
+        s.done++
+        o.emit({ event: 'done', input: item.file, output: item.output, kind: item.kind, ...r, ms: Math.round(r.ms * 10) / 10 })
+      } catch (e) {
+        if (o.signal.aborted) break // an interrupted file is neither done nor failed: a rerun does it
+        fail(item.file, e instanceof ItemError ? e : fromEngine(e))
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(o.jobs, planned.length || 1)) }, worker))
+  s.interrupted = o.signal.aborted
+  s.seconds = Math.round(performance.now() - t0) / 1000
+  o.emit(s)
+  return s
+}
