@@ -487,22 +487,29 @@ pub fn pshuf_add(f16: bool) -> String {
     var ic = c * f * f + sy * f + sx;
     if ((P[7] >> 16u) != 0u) { ic = (sy * f + sx) * oc + c; }
     let v = f32(X[(ic * (oh / f) + y / f) * (ow / f) + x / f]);
-    let xt = 8u + x * 8u;
+"#,
+    );
+    s.push_str(&separable_taps("U"));
+    s.push_str("    Y[i] = T(v + s);\n}\n");
+    s
+}
+
+/// The separable resampling sum `s` of output pixel (c, y, x) over the source array `src` (shared by
+/// `resample` and `pshuf_add`): per output column and row, 4 source indices + 4 weights from param 8 on.
+fn separable_taps(src: &str) -> String {
+    r#"    let xt = 8u + x * 8u;
     let yt = 8u + ow * 8u + y * 8u;
     var s = 0.0;
     for (var a = 0u; a < taps; a++) {
         let row = (c * ih + P[yt + a]) * iw;
         var rs = 0.0;
         for (var b = 0u; b < taps; b++) {
-            rs = fma(pf(xt + 4u + b), f32(U[row + P[xt + b]]), rs);
+            rs = fma(pf(xt + 4u + b), f32(SRC[row + P[xt + b]]), rs);
         }
         s = fma(pf(yt + 4u + a), rs, s);
     }
-    Y[i] = T(v + s);
-}
-"#,
-    );
-    s
+"#
+    .replace("SRC", src)
 }
 
 /// Params: 0 n, 1 C, 2 in_h, 3 in_w, 4 out_h, 5 out_w, 6 taps; from 8: per output column 4 source
@@ -523,21 +530,10 @@ pub fn resample(f16: bool) -> String {
     let r = i - c * oh * ow;
     let y = r / ow;
     let x = r - y * ow;
-    let xt = 8u + x * 8u;
-    let yt = 8u + ow * 8u + y * 8u;
-    var s = 0.0;
-    for (var a = 0u; a < taps; a++) {
-        let row = (c * ih + P[yt + a]) * iw;
-        var rs = 0.0;
-        for (var b = 0u; b < taps; b++) {
-            rs = fma(pf(xt + 4u + b), f32(X[row + P[xt + b]]), rs);
-        }
-        s = fma(pf(yt + 4u + a), rs, s);
-    }
-    Y[i] = T(s);
-}
 "#,
     );
+    s.push_str(&separable_taps("X"));
+    s.push_str("    Y[i] = T(s);\n}\n");
     s
 }
 
