@@ -1,5 +1,8 @@
 //! Prepared networks on the device thread: weight upload, fusion, per-run shape inference,
 //! recording of one command encoder per run, buffer pooling and readback.
+//!
+//! Long (~1740 lines) on purpose: the one place that turns every layer kind into a recorded GPU
+//! dispatch (kernel choice, params, buffers); the kernels' WGSL lives in `kernels.rs`, `mma.rs`, `warp.rs`.
 
 use crate::kernels::{self, ConvCfg, EW};
 use crate::mma::{self, MmaCfg, MmaMode};

@@ -133,6 +133,36 @@ fn ew_main() -> String {
     EW_MAIN.replace("EW", &EW.to_string())
 }
 
+/// The start of both implicit-GEMM convolution kernels (`conv_gemm` here, `mma::conv_mma`): the
+/// params, this workgroup's tile (m0, n0) in the group `g`, and this thread's fixed gather column
+/// (one output pixel, its input origin `xb0`). Expects `li`, `wid`, `nwg`, `BM`, `BN`, `P`, `pf`.
+pub(crate) const GEMM_PROLOGUE: &str = r#"    let in_c = P[0]; let in_h = P[1]; let in_w = P[2];
+    let out_h = P[4]; let out_w = P[5];
+    let kh = P[6]; let kw = P[7]; let sh = P[8]; let sw = P[9]; let dh = P[10]; let dw = P[11];
+    let pt = i32(P[12]); let pl = i32(P[13]); let padv = pf(14u);
+    let mg = P[21]; let mpad = P[22]; let K = P[23]; let kpad = P[24];
+    let npix = out_h * out_w;
+    let tiles_m = (mg + BM - 1u) / BM;
+    let tiles = tiles_m * ((npix + BN - 1u) / BN);
+    let t = wid.x + wid.y * nwg.x;
+    if (t >= tiles) { return; }
+    let g = wid.z;
+    let m0 = (t % tiles_m) * BM;
+    let n0 = (t / tiles_m) * BN;
+    let wbase = g * kpad * mpad + m0;
+    let xbase = g * in_c * in_h * in_w;
+    // This thread's gather column: the same output pixel at every step (offsets from the table).
+    let bcol = li % BN;
+    let brow = li / BN;
+    let pp = n0 + bcol;
+    let pok = pp < npix;
+    let poy = pp / max(out_w, 1u);
+    let pox = pp - poy * out_w;
+    let iy0 = i32(poy * sh) - pt;
+    let ix0 = i32(pox * sw) - pl;
+    let xb0 = i32(xbase) + iy0 * i32(in_w) + ix0;
+"#;
+
 /// Implicit-GEMM convolution. Params: 0 in_c (per group), 1 in_h, 2 in_w, 3 out_c, 4 out_h,
 /// 5 out_w, 6 kh, 7 kw, 8 sh, 9 sw, 10 dh, 11 dw, 12 pad_top, 13 pad_left, 14 pad value,
 /// 15..20 epilogue, 21 out per group, 22 mpad (weights' padded M), 23 K, 24 kpad, and from 25
@@ -161,33 +191,12 @@ var<workgroup> Bs: array<ACC, BK * BN>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let in_c = P[0]; let in_h = P[1]; let in_w = P[2];
-    let out_h = P[4]; let out_w = P[5];
-    let kh = P[6]; let kw = P[7]; let sh = P[8]; let sw = P[9]; let dh = P[10]; let dw = P[11];
-    let pt = i32(P[12]); let pl = i32(P[13]); let padv = pf(14u);
-    let mg = P[21]; let mpad = P[22]; let K = P[23]; let kpad = P[24];
-    let npix = out_h * out_w;
-    let tiles_m = (mg + BM - 1u) / BM;
-    let tiles = tiles_m * ((npix + BN - 1u) / BN);
-    let t = wid.x + wid.y * nwg.x;
-    if (t >= tiles) { return; }
-    let g = wid.z;
-    let m0 = (t % tiles_m) * BM;
-    let n0 = (t / tiles_m) * BN;
-    let tx = li % NT;
+"#,
+    );
+    s.push_str(GEMM_PROLOGUE);
+    s.push_str(
+        r#"    let tx = li % NT;
     let ty = li / NT;
-    let wbase = g * kpad * mpad + m0;
-    let xbase = g * in_c * in_h * in_w;
-    // This thread's gather column: the same output pixel at every step.
-    let bcol = li % BN;
-    let brow = li / BN;
-    let pp = n0 + bcol;
-    let pok = pp < npix;
-    let poy = pp / max(out_w, 1u);
-    let pox = pp - poy * out_w;
-    let iy0 = i32(poy * sh) - pt;
-    let ix0 = i32(pox * sw) - pl;
-    let xb0 = i32(xbase) + iy0 * i32(in_w) + ix0;
 ACC_DECL
     for (var k0 = 0u; k0 < kpad; k0 += BK) {
         for (var r = 0u; r < (BK * BM) / WG; r++) {

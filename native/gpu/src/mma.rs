@@ -23,7 +23,7 @@
 //! Workgroup tiles whose warp tiles outnumber the subgroups (larger subgroups than planned) are
 //! covered by the `R` warp tiles per subgroup, planned for the adapter's largest subgroup size.
 
-use crate::kernels::{conv_common, header_with};
+use crate::kernels::{conv_common, header_with, GEMM_PROLOGUE};
 
 /// Which implementation of the fragment operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -180,6 +180,7 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
     } else {
         (format!("li / {sg}u"), format!("WG / {sg}u"))
     };
+    let prologue = GEMM_PROLOGUE;
     s.push_str(&format!(
         r#"
 var<workgroup> As: array<TT, BK * BM>;
@@ -188,32 +189,7 @@ var<workgroup> Cs: array<f32, BM * BN + WM * F * BN>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{sg_builtins}) {{
-    let in_c = P[0]; let in_h = P[1]; let in_w = P[2];
-    let out_h = P[4]; let out_w = P[5];
-    let kh = P[6]; let kw = P[7]; let sh = P[8]; let sw = P[9]; let dh = P[10]; let dw = P[11];
-    let pt = i32(P[12]); let pl = i32(P[13]); let padv = pf(14u);
-    let mg = P[21]; let mpad = P[22]; let K = P[23]; let kpad = P[24];
-    let npix = out_h * out_w;
-    let tiles_m = (mg + BM - 1u) / BM;
-    let tiles = tiles_m * ((npix + BN - 1u) / BN);
-    let t = wid.x + wid.y * nwg.x;
-    if (t >= tiles) {{ return; }}
-    let g = wid.z;
-    let m0 = (t % tiles_m) * BM;
-    let n0 = (t / tiles_m) * BN;
-    let wbase = g * kpad * mpad + m0;
-    let xbase = g * in_c * in_h * in_w;
-    // Gather as kernels::conv_gemm: one fixed output pixel per thread, offsets from the table.
-    let bcol = li % BN;
-    let brow = li / BN;
-    let pp = n0 + bcol;
-    let pok = pp < npix;
-    let poy = pp / max(out_w, 1u);
-    let pox = pp - poy * out_w;
-    let iy0 = i32(poy * sh) - pt;
-    let ix0 = i32(pox * sw) - pl;
-    let xb0 = i32(xbase) + iy0 * i32(in_w) + ix0;
-    let sg = {sg_expr};
+{prologue}    let sg = {sg_expr};
     let nsg = {nsg_expr};
 "#
     ));
