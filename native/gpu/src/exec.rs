@@ -5,6 +5,7 @@
 //! dispatch (kernel choice, params, buffers); the kernels' WGSL lives in `kernels.rs`, `mma.rs`, `warp.rs`.
 
 use crate::kernels::{self, ConvCfg, EW};
+use crate::rb::{self, RbCfg, RbShape};
 use crate::mma::{self, MmaCfg, MmaMode};
 use crate::{DevCtx, Settings};
 use lucent_core::bail;
@@ -124,21 +125,26 @@ struct Res {
 struct ConvW {
     w: wgpu::Buffer,
     aux: wgpu::Buffer,
-    /// (kernel, mpad, kpad) for the GEMM paths; None for the direct kernel.
+    /// (kernel, mpad, kpad) for the GEMM paths ((kernel, weight row length, 0) for the
+    /// register-blocked one); None for the direct kernel.
     gemm: Option<(Gemm, usize, usize)>,
     act: Activation,
     prelu: Option<usize>,
 }
 
+/// The kernel of a convolution that is not depthwise-like: the implicit GEMMs (FMA, MMA) or the
+/// register-blocked direct kernel (CPU adapters).
 #[derive(Clone, Copy, Debug)]
 enum Gemm {
     Fma(ConvCfg),
+    Rb(RbCfg),
     Mma(MmaCfg, MmaMode),
 }
 
 fn gemm_name(g: Option<&Gemm>) -> &'static str {
     match g {
         Some(Gemm::Fma(_)) => "fma",
+        Some(Gemm::Rb(_)) => "rb",
         Some(Gemm::Mma(_, MmaMode::Coop { .. })) => "coop",
         Some(Gemm::Mma(_, MmaMode::Emulated { .. })) => "mma-emulated",
         None => "direct",
@@ -222,9 +228,18 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
                 .map(|c| Gemm::Mma(c, plan.mode)),
             _ => None,
         };
+        // Precedence: an MMA plan, then the register-blocked kernel, then the FMA GEMM; a forced
+        // GEMM tile (`settings.conv`) rules out the first two.
+        if let (None, None, Some(cfg)) = (settings.conv, mma, settings.rb) {
+            let w = rb::pack_weights(&c.weight, c.group, mg, ipg, c.kernel_h, c.kernel_w, cfg, settings.f16);
+            let w = upload(ctx, &w, settings.f16, "conv weights")?;
+            let row = cfg.row(c.kernel_w as u32, settings.f16) as usize;
+            return Ok(ConvW { w, aux, gemm: Some((Gemm::Rb(cfg), row, 0)), act, prelu: prelu.map(|s| s.len()) });
+        }
         let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math))));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),
+            Gemm::Rb(c) => (c.mc, 1),
             Gemm::Mma(c, _) => (c.bm, c.bk),
         };
         let mpad = mg.div_ceil(bm as usize) * bm as usize;
@@ -803,20 +818,29 @@ impl Prep {
                 let kernel_name = gemm_name(cw.gemm.as_ref().map(|g| &g.0));
                 rec.conv_notes.insert(si, (conv_flop, kernel_name));
                 if let Some((gemm, mpad, kpad)) = cw.gemm {
+                    // GEMM kernels: mpad, K, kpad; the register-blocked kernel reads 22 (its
+                    // weight row length, passed as `mpad`) and needs no gather table.
                     p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
-                    p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
-                    let (pipe, bm, bn) = match gemm {
+                    if !matches!(gemm, Gemm::Rb(_)) {
+                        p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
+                    }
+                    let gemm_tiles = |bm: u32, bn: u32| mg.div_ceil(bm as usize) * (os.h * os.w).div_ceil(bn as usize);
+                    let (pipe, tiles) = match gemm {
                         Gemm::Fma(cfg) => {
                             let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
                             let acc16 = self.settings.f16_math;
-                            (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)
+                            (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, gemm_tiles(cfg.bm, cfg.bn))
                         }
                         Gemm::Mma(cfg, mode) => {
                             let key = format!("conv_mma:{cfg:?}:{mode:?}");
-                            (ctx.pipeline(&pk(&key), || mma::conv_mma(f16, cfg, mode))?, cfg.bm, cfg.bn)
+                            (ctx.pipeline(&pk(&key), || mma::conv_mma(f16, cfg, mode))?, gemm_tiles(cfg.bm, cfg.bn))
+                        }
+                        Gemm::Rb(cfg) => {
+                            let sh = RbShape { kw: c.kernel_w as u32, sw: c.stride_w as u32, dw: c.dilation_w as u32, act, flags };
+                            let key = format!("conv_rb:{cfg:?}:{sh:?}");
+                            (ctx.pipeline(&pk(&key), || rb::conv_rb(f16, cfg, sh))?, rb::tiles(cfg, mg, os.h, os.w))
                         }
                     };
-                    let tiles = mg.div_ceil(bm as usize) * (os.h * os.w).div_ceil(bn as usize);
                     let (gx, gy) = fold(tiles, rec.maxdim)?;
                     if c.group as u32 > rec.maxdim {
                         bail!(Code::ModelInvalid, "layer {lname}: too many groups");

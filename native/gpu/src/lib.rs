@@ -9,17 +9,19 @@
 //! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
 //! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
 //! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600, 3600 on CPU adapters),
-//! `LUCENT_GPU_CONV=direct|bm,bn,bk,tm` (force the convolution kernel / tile),
+//! `LUCENT_GPU_CONV=fma|rb[:MC,PX]|direct|bm,bn,bk,tm` (force the convolution kernel / tile),
 //! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `emulate` forces the emulated MMA kernel).
 //!
 //! Convolutions run on cooperative matrices (tensor cores, [`mma`]) when the adapter lists
 //! the f16 x f16 -> f32 16x16x16 (or 8x8x8) configuration and offers SUBGROUP and SHADER_F16;
-//! the experimental feature is then requested explicitly. Otherwise the FMA implicit GEMM of
-//! [`kernels::conv_gemm`] runs (lavapipe, DX12, older GPUs).
+//! the experimental feature is then requested explicitly. Otherwise GPUs run the FMA implicit
+//! GEMM of [`kernels::conv_gemm`] (DX12, older GPUs) and CPU adapters (lavapipe) the
+//! register-blocked direct kernel of [`rb`], which suits a SIMD CPU's JIT better.
 
 mod exec;
 pub mod kernels;
 pub mod mma;
+pub mod rb;
 mod variants;
 mod warp;
 
@@ -115,6 +117,9 @@ pub struct Settings {
     /// The matrix-multiply-accumulate convolution (cooperative matrices or their emulation);
     /// None = the FMA kernel. Ignored where `conv` or `conv_direct` force a kernel.
     pub mma: Option<MmaPlan>,
+    /// The register-blocked direct kernel (CPU adapters) instead of the FMA GEMM; used where no
+    /// MMA plan applies and `conv` / `conv_direct` force nothing.
+    pub rb: Option<rb::RbCfg>,
 }
 
 /// Which MMA kernel a handle uses: fragment size and mode.
@@ -151,6 +156,19 @@ fn conv_env() -> (Option<ConvCfg>, bool) {
         }
         Err(_) => (None, false),
     }
+}
+
+/// The register-blocked kernel: `LUCENT_GPU_CONV=rb` or `rb:MC,PX` forces it (that tile) on any
+/// device; any other `LUCENT_GPU_CONV` value (`fma`, a GEMM tile, `direct`) rules it out; unset,
+/// CPU adapters use it with the default tile and GPUs do not.
+fn rb_choice(cpu_adapter: bool) -> Option<rb::RbCfg> {
+    let Ok(v) = std::env::var("LUCENT_GPU_CONV") else {
+        return cpu_adapter.then_some(rb::RbCfg::DEFAULT);
+    };
+    let rest = v.strip_prefix("rb")?;
+    let n: Vec<u32> = rest.trim_start_matches(':').split(',').filter_map(|x| x.trim().parse().ok()).collect();
+    let c = if n.len() == 2 { rb::RbCfg { mc: n[0], px: n[1] } } else { rb::RbCfg::DEFAULT };
+    Some(if c.valid() { c } else { rb::RbCfg::DEFAULT })
 }
 
 type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
@@ -500,6 +518,7 @@ impl GpuBackend {
             profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
             conv_direct: conv_env().1,
             mma: None,
+            rb: rb_choice(dev.summary.device_type == "cpu"),
         };
         let mut be = GpuBackend { dev, settings };
         be.settings.mma = be.default_mma();

@@ -3,6 +3,7 @@
 
 use crate::kernels::{self, ConvCfg};
 use crate::mma::{self, MmaMode};
+use crate::rb::{self, RbCfg, RbShape};
 use crate::{exec, new_instance, warp, BACKENDS};
 use std::panic::catch_unwind;
 
@@ -38,6 +39,21 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
                     continue;
                 }
                 v.push((format!("conv_gemm:{p}:{}x{}x{}/{}:acc16={acc16}", c.bm, c.bn, c.bk, c.tm), kernels::conv_gemm(f16, acc16, c), f16, false));
+            }
+        }
+        // The register-blocked kernel, generated per tile and per layer shape (kernel width,
+        // stride, dilation, epilogue): the default tile and two odd ones over shapes that cover
+        // 1x1, 3x3, strided + dilated, every epilogue flag.
+        let shapes = [
+            RbShape { kw: 3, sw: 1, dw: 1, act: 0, flags: 2 | 4 | 8 },
+            RbShape { kw: 1, sw: 1, dw: 1, act: 4, flags: 0 },
+            RbShape { kw: 5, sw: 2, dw: 2, act: 5, flags: 2 },
+            RbShape { kw: 3, sw: 2, dw: 1, act: 6, flags: 8 },
+        ];
+        for c in [RbCfg::DEFAULT, RbCfg { mc: 4, px: 1 }, RbCfg { mc: 12, px: 5 }] {
+            for sh in shapes {
+                let name = format!("conv_rb:{p}:{}x{}:k{}s{}d{}:act{}:flags{}", c.mc, c.px, sh.kw, sh.sw, sh.dw, sh.act, sh.flags);
+                v.push((name, rb::conv_rb(f16, c, sh), f16, false));
             }
         }
         for frag in [16, 8] {

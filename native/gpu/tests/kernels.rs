@@ -43,6 +43,12 @@ fn check(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>, out
     check_on(name, &variants(be), net, inputs, outs)
 }
 
+/// The convolutions here are the GPU kernels' (implicit GEMM, direct): the register-blocked
+/// kernel that CPU adapters default to has its own tests (tests/rb.rs), so it is ruled out.
+fn check_gemm(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>, outs: &[&str]) {
+    check_on(name, &variants(&be.with_settings(|s| s.rb = None)), net, inputs, outs)
+}
+
 /// Conv net: Input -> Convolution with the given params and random weights.
 fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
     let mut b = NetBuilder::new();
@@ -74,7 +80,10 @@ fn convolution_gemm_all_tile_configs() {
     let mut vars = Vec::new();
     for c in cfgs {
         for (label, b, bound) in variants(&be) {
-            vars.push((format!("{label} {}x{}x{}/{}", c.bm, c.bn, c.bk, c.tm), b.with_settings(|s| s.conv = Some(c)), bound));
+            vars.push((format!("{label} {}x{}x{}/{}", c.bm, c.bn, c.bk, c.tm), b.with_settings(|s| {
+                s.conv = Some(c);
+                s.rb = None;
+            }), bound));
         }
     }
     // 3x3 pad 1 with bias + leaky ReLU; K = 19*9 not a multiple of any BK; 70 outputs not a
@@ -92,16 +101,16 @@ fn convolution_geometry_variants() {
     let mut r = Rng::new(2);
     // 5x3 kernel, stride 2, dilation 2, asymmetric pads, pad value, clip activation
     let net = conv_net(&mut r, "Convolution", 6, 20, 5, 3, 1, "2=2 3=2 4=1 15=3 14=2 16=0 18=0.25 9=3 -23310=2,-0.5,0.7", true);
-    check(&format!("conv5x3 s2 d2 pads"), &be, net, vec![("in", r.tensor(6, 21, 19))], &["out"]);
+    check_gemm(&format!("conv5x3 s2 d2 pads"), &be, net, vec![("in", r.tensor(6, 21, 19))], &["out"]);
     // SAME_UPPER padding, stride 2, relu
     let net = conv_net(&mut r, "Convolution", 8, 16, 3, 3, 1, "3=2 4=-233 9=1", true);
-    check("conv3x3 s2 same_upper relu", &be, net, vec![("in", r.tensor(8, 14, 15))], &["out"]);
+    check_gemm("conv3x3 s2 same_upper relu", &be, net, vec![("in", r.tensor(8, 14, 15))], &["out"]);
     // grouped convolution (GEMM per group), mish
     let net = conv_net(&mut r, "ConvolutionDepthWise", 16, 32, 3, 3, 4, "4=1 9=5", true);
-    check("conv grouped g4 16->32 mish", &be, net, vec![("in", r.tensor(16, 10, 12))], &["out"]);
+    check_gemm("conv grouped g4 16->32 mish", &be, net, vec![("in", r.tensor(16, 10, 12))], &["out"]);
     // depthwise (direct kernel), hardswish
     let net = conv_net(&mut r, "ConvolutionDepthWise", 12, 12, 3, 3, 12, "4=1 3=2 9=6 -23310=2,0.2,0.5", true);
-    check("conv depthwise s2 hardswish", &be, net, vec![("in", r.tensor(12, 13, 16))], &["out"]);
+    check_gemm("conv depthwise s2 hardswish", &be, net, vec![("in", r.tensor(12, 13, 16))], &["out"]);
 }
 
 #[test]
@@ -124,7 +133,7 @@ fn convolution_fused_prelu_and_residual() {
         } else {
             b.layer("BinaryOp", &["b", "p"], &["out"], "0=0");
         }
-        check(&format!("conv+prelu({slopes})+{elt} residual"), &be, b.build(), vec![("in", r.tensor(24, 15, 18))], &["out"]);
+        check_gemm(&format!("conv+prelu({slopes})+{elt} residual"), &be, b.build(), vec![("in", r.tensor(24, 15, 18))], &["out"]);
     }
 }
 

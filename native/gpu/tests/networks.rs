@@ -117,7 +117,11 @@ fn realesrgan_x4plus_matches_golden() {
 #[test]
 fn general_x4v3_matches_reference_f32() {
     let Some(be) = backend() else { return };
-    let be = be.with_settings(|s| s.f16 = false);
+    // The default kernel (register-blocked on CPU adapters) and the FMA GEMM.
+    for be in [be.with_settings(|s| s.f16 = false), be.with_settings(|s| {
+        s.f16 = false;
+        s.rb = None;
+    })] {
     let net = Arc::new(model("realesr-general-x4v3"));
     let mut r = common::Rng::new(11);
     let mut x = r.tensor(3, 12, 10);
@@ -129,7 +133,7 @@ fn general_x4v3_matches_reference_f32() {
     let p = be.prepare(net.clone()).unwrap();
     let got = p.run(&[(i, &x)], &[o], &Cancel::new()).unwrap();
     let e = rel_err(&got[0], &want[0]);
-    println!("general-x4v3 12x10 f32 vs reference: rel err {e:.2e}");
+    println!("general-x4v3 12x10 f32 vs reference (rb {}): rel err {e:.2e}", be.settings().rb.is_some());
     assert!(e <= 1e-4, "rel err {e}");
     // Second run on another size reuses the pool and the pipelines.
     let x2 = r.tensor(3, 9, 13);
@@ -137,4 +141,5 @@ fn general_x4v3_matches_reference_f32() {
     let got2 = p.run(&[(i, &x2)], &[o], &Cancel::new()).unwrap();
     assert!(rel_err(&got2[0], &want2[0]) <= 1e-4);
     assert!(be.max_tile(&net) >= 64);
+    }
 }

@@ -1,5 +1,5 @@
 //! Every WGSL source the backend can compile (each storage precision, each FMA tile
-//! configuration, the cooperative-matrix kernel for 16x16 and 8x8 fragments and each planned
+//! configuration, the register-blocked kernel over tiles and layer shapes, the cooperative-matrix kernel for 16x16 and 8x8 fragments and each planned
 //! subgroup size, its emulation, warp and the element-wise kernels) is parsed and validated by
 //! naga with only the capabilities the device would have for it, then translated to SPIR-V
 //! (Vulkan: NVIDIA, AMD, lavapipe) and MSL (Apple). No adapter needed.
@@ -93,11 +93,12 @@ fn every_shader_variant_validates_and_translates_to_spirv_and_msl() {
         eprintln!("spirv-val not found (apt-get install spirv-tools): SPIR-V binaries checked by naga only");
     }
     let mut failures = Vec::new();
-    let (mut n_coop, mut n_emu, mut n_fma, mut n_not_metal, mut n_val, mut n_val_old) = (0, 0, 0, 0, 0, 0);
+    let (mut n_coop, mut n_emu, mut n_fma, mut n_rb, mut n_not_metal, mut n_val, mut n_val_old) = (0, 0, 0, 0, 0, 0, 0);
     for (name, src, f16, coop) in &variants {
         n_coop += name.contains(":coop-") as usize;
         n_emu += name.contains(":emu-") as usize;
         n_fma += name.starts_with("conv_gemm") as usize;
+        n_rb += name.starts_with("conv_rb") as usize;
         let module = match naga::front::wgsl::parse_str(src) {
             Ok(m) => m,
             Err(e) => {
@@ -161,13 +162,13 @@ fn every_shader_variant_validates_and_translates_to_spirv_and_msl() {
         }
     }
     println!(
-        "{} shader variants: {n_fma} FMA conv, {n_coop} cooperative-matrix ({n_not_metal} 16x16 ones not for Metal), {n_emu} emulated MMA",
+        "{} shader variants: {n_fma} FMA conv, {n_rb} register-blocked conv, {n_coop} cooperative-matrix ({n_not_metal} 16x16 ones not for Metal), {n_emu} emulated MMA",
         variants.len()
     );
     if val.is_some() {
         println!("spirv-val accepted {n_val}; {n_val_old} cooperative-matrix modules not checked by it (its version predates the capability)");
     }
-    assert!(n_coop >= 8 && n_emu >= 8 && n_fma >= 8, "variant list shrank: {n_fma} {n_coop} {n_emu}");
+    assert!(n_coop >= 8 && n_emu >= 8 && n_fma >= 8 && n_rb >= 8, "variant list shrank: {n_fma} {n_rb} {n_coop} {n_emu}");
     assert!(variants.iter().any(|v| v.0.contains(":coop-") && v.0.contains(":frag16:")));
     assert!(variants.iter().any(|v| v.0.contains(":coop-") && v.0.contains(":frag8:")));
     assert!(failures.is_empty(), "{} of {} variants failed:\n{}", failures.len(), variants.len(), failures.join("\n"));
