@@ -218,6 +218,15 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
         aux.extend_from_slice(s);
     }
     let aux = upload(ctx, &aux, false, "aux")?;
+    // The register-blocked kernel takes any output count (its tile's spare channels are
+    // masked); the GEMMs want at least 4 outputs per group.
+    let rb_ok = !deconv && ipg > 1 && !settings.conv_direct && settings.conv.is_none() && settings.mma.is_none();
+    if let (true, Some(cfg)) = (rb_ok, settings.rb) {
+        let w = rb::pack_weights(&c.weight, c.group, mg, ipg, c.kernel_h, c.kernel_w, cfg, settings.f16);
+        let w = upload(ctx, &w, settings.f16, "conv weights")?;
+        let row = cfg.row(c.kernel_w as u32, settings.f16) as usize;
+        return Ok(ConvW { w, aux, gemm: Some((Gemm::Rb(cfg), row, 0)), act, prelu: prelu.map(|s| s.len()) });
+    }
     let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
         let mma = match (settings.conv, settings.mma) {
@@ -228,14 +237,6 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
                 .map(|c| Gemm::Mma(c, plan.mode)),
             _ => None,
         };
-        // Precedence: an MMA plan, then the register-blocked kernel, then the FMA GEMM; a forced
-        // GEMM tile (`settings.conv`) rules out the first two.
-        if let (None, None, Some(cfg)) = (settings.conv, mma, settings.rb) {
-            let w = rb::pack_weights(&c.weight, c.group, mg, ipg, c.kernel_h, c.kernel_w, cfg, settings.f16);
-            let w = upload(ctx, &w, settings.f16, "conv weights")?;
-            let row = cfg.row(c.kernel_w as u32, settings.f16) as usize;
-            return Ok(ConvW { w, aux, gemm: Some((Gemm::Rb(cfg), row, 0)), act, prelu: prelu.map(|s| s.len()) });
-        }
         let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math))));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),

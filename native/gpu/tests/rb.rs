@@ -104,6 +104,9 @@ fn rb_geometry_and_epilogues() {
     // Hardswish, odd channel counts, odd width (f16 pairs start at odd elements on odd rows).
     let net = conv_net(&mut r, "Convolution", 5, 33, 3, 3, 1, "4=1 9=6 -23310=2,0.2,0.5", true);
     check("conv3x3 5->33 hardswish", &hs, net, r.tensor(5, 13, 37));
+    // Fewer outputs than a tile has channels (the SR networks' last 64 -> 3 convolution).
+    let net = conv_net(&mut r, "Convolution", 16, 3, 3, 3, 1, "4=1", true);
+    check("conv3x3 16->3", &hs, net, r.tensor(16, 11, 19));
     // One row, one column, and a wide row (several thread groups per row plus a partial one).
     let net = conv_net(&mut r, "Convolution", 7, 9, 3, 3, 1, "4=1", true);
     check("conv3x3 7->9 1x41", &hs, net.clone(), r.tensor(7, 1, 41));
