@@ -585,8 +585,10 @@ impl Prep {
             total += bytes.div_ceil(256) * 256;
         }
         let profile = self.settings.profile && ctx.features.contains(wgpu::Features::TIMESTAMP_QUERY);
-        let mut step_ids: Vec<usize> = rec.cmds.iter().map(|c| c.step).collect();
-        step_ids.dedup();
+        // One timestamp pair per run of dispatches or of copies within a step.
+        let mut runs: Vec<(usize, bool)> = rec.cmds.iter().map(|c| (c.step, matches!(c.work, Work::Copy { .. }))).collect();
+        runs.dedup();
+        let step_ids: Vec<usize> = runs.iter().map(|r| r.0).collect();
         let nq = (step_ids.len() * 2) as u32;
         let profile = profile && nq > 0 && nq <= 4096;
         let prof_bytes = if profile { nq as u64 * 8 } else { 0 };
@@ -603,19 +605,20 @@ impl Prep {
         let groups = ctx.scoped("bind groups", || {
             cmds.iter()
                 .map(|c| {
-                    let layout = c.pipe.get_bind_group_layout(0);
+                    let Work::Dispatch { pipe, bufs, pofs, plen, .. } = &c.work else { return None };
+                    let layout = pipe.get_bind_group_layout(0);
                     let mut entries = vec![wgpu::BindGroupEntry {
                         binding: 0,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                             buffer: &pbuf,
-                            offset: c.pofs as u64 * 4,
-                            size: NonZeroU64::new(c.plen.max(1) as u64 * 4),
+                            offset: *pofs as u64 * 4,
+                            size: NonZeroU64::new((*plen).max(1) as u64 * 4),
                         }),
                     }];
-                    for (i, b) in c.bufs.iter().enumerate() {
+                    for (i, b) in bufs.iter().enumerate() {
                         entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
                     }
-                    dev.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries })
+                    Some(dev.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries }))
                 })
                 .collect::<Vec<_>>()
         })?;
@@ -636,38 +639,53 @@ impl Prep {
         };
         let cb = ctx.scoped("encoding", || {
             let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") });
-            if let Some(qs) = &qs {
-                let mut qi = 0u32;
-                let mut i = 0;
-                while i < cmds.len() {
-                    let s = cmds[i].step;
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: None,
-                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                            query_set: qs,
-                            beginning_of_pass_write_index: Some(qi),
-                            end_of_pass_write_index: Some(qi + 1),
-                        }),
-                    });
-                    while i < cmds.len() && cmds[i].step == s {
-                        pass.set_pipeline(&cmds[i].pipe);
-                        pass.set_bind_group(0, &groups[i], &[]);
-                        let (x, y, z) = cmds[i].wg;
-                        pass.dispatch_workgroups(x, y, z);
+            // Consecutive dispatches share a compute pass; a copy ends it. Profiling: one pass per
+            // step, timestamps at its start and end (a step of copies gets an empty pass before
+            // and after them, so its time still lands between its two timestamps).
+            let mut i = 0;
+            let mut qi = 0u32;
+            while i < cmds.len() {
+                let s = cmds[i].step;
+                let stamp = |begin: bool, end: bool| {
+                    qs.as_ref().map(|qs| wgpu::ComputePassTimestampWrites {
+                        query_set: qs,
+                        beginning_of_pass_write_index: begin.then_some(qi),
+                        end_of_pass_write_index: end.then_some(qi + 1),
+                    })
+                };
+                if let Work::Copy { .. } = cmds[i].work {
+                    if qs.is_some() {
+                        drop(enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: stamp(true, false) }));
+                    }
+                    while let Some(Cmd { work: Work::Copy { src, src_ofs, dst, dst_ofs, bytes }, step }) = cmds.get(i) {
+                        if qs.is_some() && *step != s {
+                            break;
+                        }
+                        enc.copy_buffer_to_buffer(src, *src_ofs, dst, *dst_ofs, *bytes);
                         i += 1;
                     }
-                    drop(pass);
+                    if qs.is_some() {
+                        drop(enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: stamp(false, true) }));
+                    }
+                } else {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: stamp(true, true) });
+                    while let Some(Cmd { work: Work::Dispatch { pipe, wg, .. }, step }) = cmds.get(i) {
+                        if qs.is_some() && *step != s {
+                            break;
+                        }
+                        pass.set_pipeline(pipe);
+                        pass.set_bind_group(0, groups[i].as_ref(), &[]);
+                        pass.dispatch_workgroups(wg.0, wg.1, wg.2);
+                        i += 1;
+                    }
+                }
+                if qs.is_some() {
                     qi += 2;
                 }
+            }
+            if let Some(qs) = &qs {
                 enc.resolve_query_set(qs, 0..nq, resolve.as_ref().unwrap(), 0);
                 enc.copy_buffer_to_buffer(resolve.as_ref().unwrap(), 0, &staging, total, prof_bytes);
-            } else {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                for (c, g) in cmds.iter().zip(&groups) {
-                    pass.set_pipeline(&c.pipe);
-                    pass.set_bind_group(0, g, &[]);
-                    pass.dispatch_workgroups(c.wg.0, c.wg.1, c.wg.2);
-                }
             }
             for (&o, &(ofs, bytes)) in outputs.iter().zip(&out_ofs) {
                 let b = rec.blobs[o].as_ref().unwrap();
@@ -1101,8 +1119,14 @@ impl Prep {
                         let mut ofs = 0;
                         for (i, s) in ins.iter().enumerate() {
                             let x = rec.buf_of(step.bottoms[i]);
-                            let p = copy_params(*s, 0, [s.h * s.w, s.w, 1], ofs * dst_strides[pos], dst_strides);
-                            rec.ew(pipe.clone(), vec![x, out.clone()], &p, s.len())?;
+                            let (dst_ofs, bytes) = ((ofs * dst_strides[pos]) as u64 * es, s.len() as u64 * es);
+                            if pos == 0 && dst_ofs % 4 == 0 && bytes % 4 == 0 {
+                                // Along channels each input is one contiguous run of the output.
+                                rec.copy(x, 0, out.clone(), dst_ofs, bytes);
+                            } else {
+                                let p = copy_params(*s, 0, [s.h * s.w, s.w, 1], ofs * dst_strides[pos], dst_strides);
+                                rec.ew(pipe.clone(), vec![x, out.clone()], &p, s.len())?;
+                            }
                             ofs += dim(s);
                         }
                     }
@@ -1662,12 +1686,15 @@ struct Slot {
     refs: usize,
 }
 
+/// One recorded command: a dispatch (kernel, its buffers after the params, params slice, workgroups)
+/// or a plain buffer-to-buffer copy (src, src offset, dst, dst offset, bytes; a driver memcpy).
+enum Work {
+    Dispatch { pipe: wgpu::ComputePipeline, bufs: Vec<wgpu::Buffer>, pofs: usize, plen: usize, wg: (u32, u32, u32) },
+    Copy { src: wgpu::Buffer, src_ofs: u64, dst: wgpu::Buffer, dst_ofs: u64, bytes: u64 },
+}
+
 struct Cmd {
-    pipe: wgpu::ComputePipeline,
-    bufs: Vec<wgpu::Buffer>,
-    pofs: usize,
-    plen: usize,
-    wg: (u32, u32, u32),
+    work: Work,
     step: usize,
 }
 
@@ -1758,7 +1785,13 @@ impl Rec {
         let pofs = self.params.len().div_ceil(self.align) * self.align;
         self.params.resize(pofs, 0);
         self.params.extend_from_slice(p);
-        self.cmds.push(Cmd { pipe, bufs, pofs, plen: p.len(), wg, step: self.step });
+        self.cmds.push(Cmd { work: Work::Dispatch { pipe, bufs, pofs, plen: p.len(), wg }, step: self.step });
+    }
+
+    /// A buffer-to-buffer copy; offsets and size must be multiples of 4 bytes (wgpu's copy alignment).
+    fn copy(&mut self, src: wgpu::Buffer, src_ofs: u64, dst: wgpu::Buffer, dst_ofs: u64, bytes: u64) {
+        debug_assert!(src_ofs % 4 == 0 && dst_ofs % 4 == 0 && bytes % 4 == 0);
+        self.cmds.push(Cmd { work: Work::Copy { src, src_ofs, dst, dst_ofs, bytes }, step: self.step });
     }
 
     fn ew(&mut self, pipe: wgpu::ComputePipeline, bufs: Vec<wgpu::Buffer>, p: &[u32], n: usize) -> Result<()> {

@@ -234,6 +234,16 @@ fn layout_ops() {
         };
         check(&format!("concat axis {axis}"), &be, b.build(), vec![("a", x), ("b", y)], &["out"]);
     }
+    // Channel concat runs as buffer copies where offsets and sizes are whole 4-byte words and
+    // through the copy kernel where not (f16 with odd planes): both in one layer here, also
+    // with per-step profiling on (a copy step gets its own timestamp passes).
+    for profile in [false, true] {
+        let mut b = NetBuilder::new();
+        b.input("a").input("b").input("c").layer("Concat", &["a", "b", "c"], &["out"], "0=0");
+        let ins = vec![("a", r.tensor(2, 3, 5)), ("b", r.tensor(1, 3, 5)), ("c", r.tensor(2, 3, 5))];
+        let be = be.with_settings(|s| s.profile = profile);
+        check(&format!("concat 3 inputs, odd planes, profile {profile}"), &be, b.build(), ins, &["out"]);
+    }
     let mut b = NetBuilder::new();
     b.input("in").layer("Crop", &["in"], &["out"], "0=2 1=1 13=1 3=5 4=4 5=2");
     check("crop offsets + sizes", &be, b.build(), vec![("in", r.tensor(4, 9, 10))], &["out"]);
