@@ -2,7 +2,7 @@
 //! Error metric: max|gpu - ref| / max(1, max|ref|); f32 <= 1e-4, f16 storage <= 2e-3.
 
 mod common;
-use common::{backend, rel_err, NetBuilder, Rng};
+use common::{backend, conv_net, prelu_residual_net, rel_err, NetBuilder, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Backend, Cancel, Tensor};
 use lucent_gpu::kernels::ConvCfg;
@@ -47,23 +47,6 @@ fn check(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>, out
 /// kernel that CPU adapters default to has its own tests (tests/rb.rs), so it is ruled out.
 fn check_gemm(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>, outs: &[&str]) {
     check_on(name, &variants(&be.with_settings(|s| s.rb = None)), net, inputs, outs)
-}
-
-/// Conv net: Input -> Convolution with the given params and random weights.
-fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
-    let mut b = NetBuilder::new();
-    b.input("in");
-    let wn = cout * (cin / group) * kw * kh;
-    let g = if group > 1 { format!(" 7={group}") } else { String::new() };
-    b.layer(kind, &["in"], &["out"], &format!("0={cout} 1={kw} 11={kh} 5={} 6={wn}{g} {extra}", bias as i32));
-    let scale = 1.0 / ((cin / group * kw * kh) as f32).sqrt();
-    let w = r.vec(wn, scale);
-    b.tagged(&w);
-    if bias {
-        let bv = r.vec(cout, 0.5);
-        b.raw(&bv);
-    }
-    b.build()
 }
 
 #[test]
@@ -118,22 +101,7 @@ fn convolution_fused_prelu_and_residual() {
     let Some(be) = backend() else { return };
     let mut r = Rng::new(3);
     for (slopes, elt) in [(24usize, "Eltwise"), (1, "BinaryOp")] {
-        let mut b = NetBuilder::new();
-        b.input("in");
-        b.layer("Split", &["in"], &["a", "b"], "");
-        b.layer("Convolution", &["a"], &["c"], "0=24 1=3 4=1 5=1 6=5184");
-        let w = r.vec(24 * 24 * 9, 0.07);
-        let bias = r.vec(24, 0.2);
-        b.tagged(&w).raw(&bias);
-        b.layer("PReLU", &["c"], &["p"], &format!("0={slopes}"));
-        let s = r.vec(slopes, 0.3);
-        b.raw(&s);
-        if elt == "Eltwise" {
-            b.layer("Eltwise", &["p", "b"], &["out"], "0=1 -23301=2,0.2,1.0");
-        } else {
-            b.layer("BinaryOp", &["b", "p"], &["out"], "0=0");
-        }
-        check_gemm(&format!("conv+prelu({slopes})+{elt} residual"), &be, b.build(), vec![("in", r.tensor(24, 15, 18))], &["out"]);
+        check_gemm(&format!("conv+prelu({slopes})+{elt} residual"), &be, prelu_residual_net(&mut r, slopes, elt), vec![("in", r.tensor(24, 15, 18))], &["out"]);
     }
 }
 

@@ -13,7 +13,7 @@
 //! for f32 and f16 storage alike (f16 storage rounds the same operands already, plus the output).
 
 mod common;
-use common::{backend, rel_err, NetBuilder, Rng};
+use common::{backend, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
 use lucent_gpu::mma::{cfg_lists, MmaCfg};
@@ -21,22 +21,6 @@ use lucent_gpu::GpuBackend;
 use std::sync::Arc;
 
 const BOUND: f32 = 2e-3;
-
-fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
-    let mut b = NetBuilder::new();
-    b.input("in");
-    let wn = cout * (cin / group) * kw * kh;
-    let g = if group > 1 { format!(" 7={group}") } else { String::new() };
-    b.layer(kind, &["in"], &["out"], &format!("0={cout} 1={kw} 11={kh} 5={} 6={wn}{g} {extra}", bias as i32));
-    let scale = 1.0 / ((cin / group * kw * kh) as f32).sqrt();
-    let w = r.vec(wn, scale);
-    b.tagged(&w);
-    if bias {
-        let bv = r.vec(cout, 0.5);
-        b.raw(&bv);
-    }
-    b.build()
-}
 
 /// Handles: every storage precision the device has x the emulation modes asked for.
 fn handles(be: &GpuBackend, modes: &[(u32, u32, bool)], cfg: Option<MmaCfg>) -> Vec<(String, GpuBackend)> {
@@ -110,18 +94,9 @@ fn emulated_mma_geometry_and_epilogues() {
     // 1x1 without bias, sigmoid (narrow-M tiles).
     let net = conv_net(&mut r, "Convolution", 32, 8, 1, 1, 1, "9=4", false);
     check("conv1x1 32->8 sigmoid", &hs, net, r.tensor(32, 9, 11));
-    // 5x3 kernel, stride 2, dilation 2, asymmetric pads, pad value, clip.
-    let net = conv_net(&mut r, "Convolution", 6, 20, 5, 3, 1, "2=2 3=2 4=1 15=3 14=2 16=0 18=0.25 9=3 -23310=2,-0.5,0.7", true);
-    check("conv5x3 s2 d2 pads clip", &hs, net, r.tensor(6, 21, 19));
-    // SAME_UPPER padding, stride 2, relu.
-    let net = conv_net(&mut r, "Convolution", 8, 16, 3, 3, 1, "3=2 4=-233 9=1", true);
-    check("conv3x3 s2 same_upper relu", &hs, net, r.tensor(8, 14, 15));
-    // Groups (GEMM per group, workgroup z), mish.
-    let net = conv_net(&mut r, "ConvolutionDepthWise", 16, 32, 3, 3, 4, "4=1 9=5", true);
-    check("conv grouped g4 16->32 mish", &hs, net, r.tensor(16, 10, 12));
-    // Hardswish, odd channel counts.
-    let net = conv_net(&mut r, "Convolution", 5, 33, 3, 3, 1, "4=1 9=6 -23310=2,0.2,0.5", true);
-    check("conv3x3 5->33 hardswish", &hs, net, r.tensor(5, 13, 16));
+    for (name, net, x) in conv_geometry_cases(&mut r) {
+        check(name, &hs, net, x);
+    }
 }
 
 #[test]
@@ -130,22 +105,7 @@ fn emulated_mma_fused_prelu_and_residual() {
     let hs = handles(&be, &MODES, None);
     let mut r = Rng::new(13);
     for (slopes, elt) in [(24usize, "Eltwise"), (1, "BinaryOp")] {
-        let mut b = NetBuilder::new();
-        b.input("in");
-        b.layer("Split", &["in"], &["a", "b"], "");
-        b.layer("Convolution", &["a"], &["c"], "0=24 1=3 4=1 5=1 6=5184");
-        let w = r.vec(24 * 24 * 9, 0.07);
-        let bias = r.vec(24, 0.2);
-        b.tagged(&w).raw(&bias);
-        b.layer("PReLU", &["c"], &["p"], &format!("0={slopes}"));
-        let s = r.vec(slopes, 0.3);
-        b.raw(&s);
-        if elt == "Eltwise" {
-            b.layer("Eltwise", &["p", "b"], &["out"], "0=1 -23301=2,0.2,1.0");
-        } else {
-            b.layer("BinaryOp", &["b", "p"], &["out"], "0=0");
-        }
-        check(&format!("conv+prelu({slopes})+{elt}"), &hs, b.build(), r.tensor(24, 15, 18));
+        check(&format!("conv+prelu({slopes})+{elt}"), &hs, prelu_residual_net(&mut r, slopes, elt), r.tensor(24, 15, 18));
     }
 }
 

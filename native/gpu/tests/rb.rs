@@ -8,28 +8,12 @@
 //! order); f16 storage <= 2e-3 (inputs, weights and output rounded to f16, f32 accumulation).
 
 mod common;
-use common::{backend, rel_err, NetBuilder, Rng};
+use common::{backend, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
 use lucent_gpu::rb::RbCfg;
 use lucent_gpu::GpuBackend;
 use std::sync::Arc;
-
-fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
-    let mut b = NetBuilder::new();
-    b.input("in");
-    let wn = cout * (cin / group) * kw * kh;
-    let g = if group > 1 { format!(" 7={group}") } else { String::new() };
-    b.layer(kind, &["in"], &["out"], &format!("0={cout} 1={kw} 11={kh} 5={} 6={wn}{g} {extra}", bias as i32));
-    let scale = 1.0 / ((cin / group * kw * kh) as f32).sqrt();
-    let w = r.vec(wn, scale);
-    b.tagged(&w);
-    if bias {
-        let bv = r.vec(cout, 0.5);
-        b.raw(&bv);
-    }
-    b.build()
-}
 
 /// f32 and (where the adapter has it) f16 storage, each with the register-blocked kernel forced
 /// with tile `cfg`: (label, handle, bound).
@@ -92,18 +76,9 @@ fn rb_geometry_and_epilogues() {
     let Some(be) = backend() else { return };
     let hs = handles(&be, RbCfg::DEFAULT);
     let mut r = Rng::new(22);
-    // 5x3 kernel, stride 2, dilation 2, asymmetric pads, pad value 0.25, clip.
-    let net = conv_net(&mut r, "Convolution", 6, 20, 5, 3, 1, "2=2 3=2 4=1 15=3 14=2 16=0 18=0.25 9=3 -23310=2,-0.5,0.7", true);
-    check("conv5x3 s2 d2 pads clip", &hs, net, r.tensor(6, 21, 19));
-    // SAME_UPPER padding, stride 2, relu.
-    let net = conv_net(&mut r, "Convolution", 8, 16, 3, 3, 1, "3=2 4=-233 9=1", true);
-    check("conv3x3 s2 same_upper relu", &hs, net, r.tensor(8, 14, 15));
-    // Groups (workgroup z), mish.
-    let net = conv_net(&mut r, "ConvolutionDepthWise", 16, 32, 3, 3, 4, "4=1 9=5", true);
-    check("conv grouped g4 16->32 mish", &hs, net, r.tensor(16, 10, 12));
-    // Hardswish, odd channel counts, odd width (f16 pairs start at odd elements on odd rows).
-    let net = conv_net(&mut r, "Convolution", 5, 33, 3, 3, 1, "4=1 9=6 -23310=2,0.2,0.5", true);
-    check("conv3x3 5->33 hardswish", &hs, net, r.tensor(5, 13, 37));
+    for (name, net, x) in conv_geometry_cases(&mut r) {
+        check(name, &hs, net, x);
+    }
     // Fewer outputs than a tile has channels (the SR networks' last 64 -> 3 convolution).
     let net = conv_net(&mut r, "Convolution", 16, 3, 3, 3, 1, "4=1", true);
     check("conv3x3 16->3", &hs, net, r.tensor(16, 11, 19));
@@ -120,22 +95,7 @@ fn rb_fused_prelu_and_residual() {
     let hs = handles(&be, RbCfg::DEFAULT);
     let mut r = Rng::new(23);
     for (slopes, elt) in [(24usize, "Eltwise"), (1, "BinaryOp")] {
-        let mut b = NetBuilder::new();
-        b.input("in");
-        b.layer("Split", &["in"], &["a", "b"], "");
-        b.layer("Convolution", &["a"], &["c"], "0=24 1=3 4=1 5=1 6=5184");
-        let w = r.vec(24 * 24 * 9, 0.07);
-        let bias = r.vec(24, 0.2);
-        b.tagged(&w).raw(&bias);
-        b.layer("PReLU", &["c"], &["p"], &format!("0={slopes}"));
-        let s = r.vec(slopes, 0.3);
-        b.raw(&s);
-        if elt == "Eltwise" {
-            b.layer("Eltwise", &["p", "b"], &["out"], "0=1 -23301=2,0.2,1.0");
-        } else {
-            b.layer("BinaryOp", &["b", "p"], &["out"], "0=0");
-        }
-        check(&format!("conv+prelu({slopes})+{elt}"), &hs, b.build(), r.tensor(24, 15, 18));
+        check(&format!("conv+prelu({slopes})+{elt}"), &hs, prelu_residual_net(&mut r, slopes, elt), r.tensor(24, 15, 18));
     }
 }
 

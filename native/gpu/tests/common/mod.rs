@@ -100,3 +100,60 @@ impl NetBuilder {
         Net::from_parts(&text, &self.bin).unwrap_or_else(|e| panic!("bad test net: {e}\n{text}"))
     }
 }
+
+/// Input -> one convolution layer (`kind`: Convolution / ConvolutionDepthWise) with ncnn params
+/// `extra` and random weights (and bias when `bias`).
+pub fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
+    let mut b = NetBuilder::new();
+    b.input("in");
+    let wn = cout * (cin / group) * kw * kh;
+    let g = if group > 1 { format!(" 7={group}") } else { String::new() };
+    b.layer(kind, &["in"], &["out"], &format!("0={cout} 1={kw} 11={kh} 5={} 6={wn}{g} {extra}", bias as i32));
+    let scale = 1.0 / ((cin / group * kw * kh) as f32).sqrt();
+    let w = r.vec(wn, scale);
+    b.tagged(&w);
+    if bias {
+        let bv = r.vec(cout, 0.5);
+        b.raw(&bv);
+    }
+    b.build()
+}
+
+/// in -> Split -> 3x3 conv 24->24 -> PReLU (`slopes` 1 or 24) -> residual add with the input:
+/// `Eltwise` sum with coefficients (0.2, 1.0), or `BinaryOp` add with the input first. The
+/// convolution kernels fuse all of it.
+pub fn prelu_residual_net(r: &mut Rng, slopes: usize, elt: &str) -> Net {
+    let mut b = NetBuilder::new();
+    b.input("in");
+    b.layer("Split", &["in"], &["a", "b"], "");
+    b.layer("Convolution", &["a"], &["c"], "0=24 1=3 4=1 5=1 6=5184");
+    let w = r.vec(24 * 24 * 9, 0.07);
+    let bias = r.vec(24, 0.2);
+    b.tagged(&w).raw(&bias);
+    b.layer("PReLU", &["c"], &["p"], &format!("0={slopes}"));
+    let s = r.vec(slopes, 0.3);
+    b.raw(&s);
+    if elt == "Eltwise" {
+        b.layer("Eltwise", &["p", "b"], &["out"], "0=1 -23301=2,0.2,1.0");
+    } else {
+        b.layer("BinaryOp", &["b", "p"], &["out"], "0=0");
+    }
+    b.build()
+}
+
+/// The convolution geometry and epilogue cases every GEMM-like kernel is checked on: 5x3 kernel
+/// with stride 2, dilation 2, asymmetric pads and pad value 0.25, clip; SAME_UPPER stride 2, relu;
+/// 4 groups, mish; hardswish with odd channel counts and an odd width (f16 pairs that start at
+/// odd elements). (name, network, input).
+pub fn conv_geometry_cases(r: &mut Rng) -> Vec<(&'static str, Net, Tensor)> {
+    let mut v = Vec::new();
+    let net = conv_net(r, "Convolution", 6, 20, 5, 3, 1, "2=2 3=2 4=1 15=3 14=2 16=0 18=0.25 9=3 -23310=2,-0.5,0.7", true);
+    v.push(("conv5x3 s2 d2 pads clip", net, r.tensor(6, 21, 19)));
+    let net = conv_net(r, "Convolution", 8, 16, 3, 3, 1, "3=2 4=-233 9=1", true);
+    v.push(("conv3x3 s2 same_upper relu", net, r.tensor(8, 14, 15)));
+    let net = conv_net(r, "ConvolutionDepthWise", 16, 32, 3, 3, 4, "4=1 9=5", true);
+    v.push(("conv grouped g4 16->32 mish", net, r.tensor(16, 10, 12)));
+    let net = conv_net(r, "Convolution", 5, 33, 3, 3, 1, "4=1 9=6 -23310=2,0.2,0.5", true);
+    v.push(("conv3x3 5->33 hardswish", net, r.tensor(5, 13, 37)));
+    v
+}
