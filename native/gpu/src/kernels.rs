@@ -15,6 +15,9 @@
 //! - `copy3`: strided 3-D box copy (Crop, Concat, Permute).
 //! - `pool`: max / average pooling, global and adaptive.
 //! - `softmax`: softmax along one axis, one line per thread.
+//!
+//! The other convolution kernels live beside their host code: `mma.rs` (cooperative matrices and
+//! their emulation) and `rb.rs` (register-blocked direct convolution, the CPU adapters' default).
 
 /// Tile configuration of the implicit-GEMM convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
