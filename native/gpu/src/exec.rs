@@ -1,8 +1,9 @@
 //! Prepared networks on the device thread: weight upload, fusion, per-run shape inference,
 //! recording of one command encoder per run, buffer pooling and readback.
 //!
-//! Long (~1740 lines) on purpose: the one place that turns every layer kind into a recorded GPU
-//! dispatch (kernel choice, params, buffers); the kernels' WGSL lives in `kernels.rs`, `mma.rs`, `warp.rs`.
+//! Long (~1800 lines) on purpose: the one place that turns every layer kind into a recorded GPU
+//! dispatch or copy (kernel choice, params, buffers); the kernels' WGSL lives in `kernels.rs`,
+//! `mma.rs`, `rb.rs`, `warp.rs`.
 
 use crate::kernels::{self, ConvCfg, EW};
 use crate::rb::{self, RbCfg, RbShape};
@@ -125,29 +126,37 @@ struct Res {
 struct ConvW {
     w: wgpu::Buffer,
     aux: wgpu::Buffer,
-    /// (kernel, mpad, kpad) for the GEMM paths ((kernel, weight row length, 0) for the
-    /// register-blocked one); None for the direct kernel.
-    gemm: Option<(Gemm, usize, usize)>,
+    kernel: ConvKernel,
     act: Activation,
     prelu: Option<usize>,
 }
 
-/// The kernel of a convolution that is not depthwise-like: the implicit GEMMs (FMA, MMA) or the
-/// register-blocked direct kernel (CPU adapters).
 #[derive(Clone, Copy, Debug)]
 enum Gemm {
     Fma(ConvCfg),
-    Rb(RbCfg),
     Mma(MmaCfg, MmaMode),
 }
 
-fn gemm_name(g: Option<&Gemm>) -> &'static str {
-    match g {
-        Some(Gemm::Fma(_)) => "fma",
-        Some(Gemm::Rb(_)) => "rb",
-        Some(Gemm::Mma(_, MmaMode::Coop { .. })) => "coop",
-        Some(Gemm::Mma(_, MmaMode::Emulated { .. })) => "mma-emulated",
-        None => "direct",
+/// How a convolution runs, with the layout its weights were uploaded in.
+#[derive(Clone, Copy, Debug)]
+enum ConvKernel {
+    /// Implicit GEMM (FMA or MMA); weights [group][kpad][mpad], zero padded.
+    Gemm { gemm: Gemm, mpad: usize, kpad: usize },
+    /// Register-blocked direct kernel (CPU adapters); weights in `rb::pack_weights` rows of `row`.
+    Rb { cfg: RbCfg, row: usize },
+    /// One output per thread (depthwise-like, deconvolution, inner product); ncnn's layout.
+    Direct,
+}
+
+impl ConvKernel {
+    fn name(&self) -> &'static str {
+        match self {
+            ConvKernel::Gemm { gemm: Gemm::Fma(_), .. } => "fma",
+            ConvKernel::Gemm { gemm: Gemm::Mma(_, MmaMode::Coop { .. }), .. } => "coop",
+            ConvKernel::Gemm { gemm: Gemm::Mma(_, MmaMode::Emulated { .. }), .. } => "mma-emulated",
+            ConvKernel::Rb { .. } => "rb",
+            ConvKernel::Direct => "direct",
+        }
     }
 }
 
@@ -225,7 +234,7 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
         let w = rb::pack_weights(&c.weight, c.group, mg, ipg, c.kernel_h, c.kernel_w, cfg, settings.f16);
         let w = upload(ctx, &w, settings.f16, "conv weights")?;
         let row = cfg.row(c.kernel_w as u32, settings.f16) as usize;
-        return Ok(ConvW { w, aux, gemm: Some((Gemm::Rb(cfg), row, 0)), act, prelu: prelu.map(|s| s.len()) });
+        return Ok(ConvW { w, aux, kernel: ConvKernel::Rb { cfg, row }, act, prelu: prelu.map(|s| s.len()) });
     }
     let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
@@ -240,7 +249,6 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
         let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math))));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),
-            Gemm::Rb(c) => (c.mc, 1),
             Gemm::Mma(c, _) => (c.bm, c.bk),
         };
         let mpad = mg.div_ceil(bm as usize) * bm as usize;
@@ -255,10 +263,10 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
             }
         }
         let w = upload(ctx, &w, settings.f16, "conv weights")?;
-        Ok(ConvW { w, aux, gemm: Some((gemm, mpad, kpad)), act, prelu: prelu.map(|s| s.len()) })
+        Ok(ConvW { w, aux, kernel: ConvKernel::Gemm { gemm, mpad, kpad }, act, prelu: prelu.map(|s| s.len()) })
     } else {
         let w = upload(ctx, &c.weight, settings.f16, "conv weights")?;
-        Ok(ConvW { w, aux, gemm: None, act, prelu: prelu.map(|s| s.len()) })
+        Ok(ConvW { w, aux, kernel: ConvKernel::Direct, act, prelu: prelu.map(|s| s.len()) })
     }
 }
 
@@ -420,7 +428,7 @@ impl Prep {
                     let cw = ConvW {
                         w: upload(ctx, weight, settings.f16, "inner product weights")?,
                         aux: upload(ctx, &aux, false, "aux")?,
-                        gemm: None,
+                        kernel: ConvKernel::Direct,
                         act: *activation,
                         prelu: None,
                     };
@@ -449,7 +457,7 @@ impl Prep {
         self.steps
             .iter()
             .filter_map(|s| match &s.kind {
-                Kind::Conv { cw, .. } => Some(gemm_name(cw.gemm.as_ref().map(|g| &g.0))),
+                Kind::Conv { cw, .. } => Some(cw.kernel.name()),
                 _ => None,
             })
             .collect()
@@ -794,14 +802,14 @@ impl Prep {
                 let (act, aa, ab) = act_code(cw.act);
                 let mut flags = 0u32;
                 if let Some(n) = cw.prelu {
-                    flags |= 2;
+                    flags |= kernels::EPI_PRELU;
                     if n > 1 {
-                        flags |= 4;
+                        flags |= kernels::EPI_PRELU_PER_CHANNEL;
                     }
                 }
                 let (rbuf, ca, cb) = match &fuse_res {
                     Some((b, ca, cb)) => {
-                        flags |= 8;
+                        flags |= kernels::EPI_RESIDUAL;
                         (b.clone(), *ca, *cb)
                     }
                     None => (x.clone(), 1.0, 0.0),
@@ -834,32 +842,35 @@ impl Prep {
                 ];
                 let bufs = vec![x, cw.w.clone(), cw.aux.clone(), rbuf, out.clone()];
                 let conv_flop = 2.0 * (os.c * os.h * os.w) as f64 * (ipg * c.kernel_h * c.kernel_w) as f64;
-                let kernel_name = gemm_name(cw.gemm.as_ref().map(|g| &g.0));
-                rec.conv_notes.insert(si, (conv_flop, kernel_name));
-                if let Some((gemm, mpad, kpad)) = cw.gemm {
-                    // GEMM kernels: mpad, K, kpad; the register-blocked kernel reads 22 (its
-                    // weight row length, passed as `mpad`) and needs no gather table.
-                    p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
-                    if !matches!(gemm, Gemm::Rb(_)) {
+                rec.conv_notes.insert(si, (conv_flop, cw.kernel.name()));
+                // Params from 22: GEMMs mpad, K, kpad and the gather table; the register-blocked
+                // kernel its weight row length.
+                let grid = match cw.kernel {
+                    ConvKernel::Gemm { gemm, mpad, kpad } => {
+                        p.extend_from_slice(&[mpad as u32, (ipg * c.kernel_h * c.kernel_w) as u32, kpad as u32]);
                         p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
+                        let (pipe, bm, bn) = match gemm {
+                            Gemm::Fma(cfg) => {
+                                let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
+                                let acc16 = self.settings.f16_math;
+                                (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)
+                            }
+                            Gemm::Mma(cfg, mode) => {
+                                let key = format!("conv_mma:{cfg:?}:{mode:?}");
+                                (ctx.pipeline(&pk(&key), || mma::conv_mma(f16, cfg, mode))?, cfg.bm, cfg.bn)
+                            }
+                        };
+                        Some((pipe, mg.div_ceil(bm as usize) * (os.h * os.w).div_ceil(bn as usize)))
                     }
-                    let gemm_tiles = |bm: u32, bn: u32| mg.div_ceil(bm as usize) * (os.h * os.w).div_ceil(bn as usize);
-                    let (pipe, tiles) = match gemm {
-                        Gemm::Fma(cfg) => {
-                            let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
-                            let acc16 = self.settings.f16_math;
-                            (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, gemm_tiles(cfg.bm, cfg.bn))
-                        }
-                        Gemm::Mma(cfg, mode) => {
-                            let key = format!("conv_mma:{cfg:?}:{mode:?}");
-                            (ctx.pipeline(&pk(&key), || mma::conv_mma(f16, cfg, mode))?, gemm_tiles(cfg.bm, cfg.bn))
-                        }
-                        Gemm::Rb(cfg) => {
-                            let sh = RbShape { kw: c.kernel_w as u32, sw: c.stride_w as u32, dw: c.dilation_w as u32, act, flags };
-                            let key = format!("conv_rb:{cfg:?}:{sh:?}");
-                            (ctx.pipeline(&pk(&key), || rb::conv_rb(f16, cfg, sh))?, rb::tiles(cfg, mg, os.h, os.w))
-                        }
-                    };
+                    ConvKernel::Rb { cfg, row } => {
+                        p.push(row as u32);
+                        let sh = RbShape { kw: c.kernel_w as u32, sw: c.stride_w as u32, dw: c.dilation_w as u32, act, flags };
+                        let key = format!("conv_rb:{cfg:?}:{sh:?}");
+                        Some((ctx.pipeline(&pk(&key), || rb::conv_rb(f16, cfg, sh))?, rb::tiles(cfg, mg, os.h, os.w)))
+                    }
+                    ConvKernel::Direct => None,
+                };
+                if let Some((pipe, tiles)) = grid {
                     let (gx, gy) = fold(tiles, rec.maxdim)?;
                     if c.group as u32 > rec.maxdim {
                         bail!(Code::ModelInvalid, "layer {lname}: too many groups");

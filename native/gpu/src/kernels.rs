@@ -96,6 +96,11 @@ fn act(v: f32, t: u32, a: f32, b: f32) -> f32 {
     s
 }
 
+/// Epilogue flags (param 18) of the convolution kernels.
+pub(crate) const EPI_PRELU: u32 = 2;
+pub(crate) const EPI_PRELU_PER_CHANNEL: u32 = 4;
+pub(crate) const EPI_RESIDUAL: u32 = 8;
+
 /// Shared bindings and epilogue of the convolution-like kernels: X input, W weights, AUX f32
 /// [bias(out_c) | slopes], R residual, Y output. Params 3 out_c, 15 act, 16/17 act params,
 /// 18 flags (2 = PReLU, 4 = per-channel slopes, 8 = residual), 19/20 residual coefficients

@@ -140,35 +140,26 @@ fn coop_env() -> &'static str {
     }
 }
 
-/// `LUCENT_GPU_CONV=direct` or `LUCENT_GPU_CONV=bm,bn,bk,tm`.
-fn conv_env() -> (Option<ConvCfg>, bool) {
-    match std::env::var("LUCENT_GPU_CONV") {
-        Ok(v) if v == "direct" => (None, true),
-        Ok(v) => {
-            let n: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            if n.len() == 4 {
-                let c = ConvCfg { bm: n[0], bn: n[1], bk: n[2], tm: n[3] };
-                if c.valid() {
-                    return (Some(c), false);
-                }
-            }
-            (None, false)
-        }
-        Err(_) => (None, false),
-    }
-}
-
-/// The register-blocked kernel: `LUCENT_GPU_CONV=rb` or `rb:MC,PX` forces it (that tile) on any
-/// device; any other `LUCENT_GPU_CONV` value (`fma`, a GEMM tile, `direct`) rules it out; unset,
-/// CPU adapters use it with the default tile and GPUs do not.
-fn rb_choice(cpu_adapter: bool) -> Option<rb::RbCfg> {
+/// The convolution kernel `LUCENT_GPU_CONV` forces: `direct`, a GEMM tile `bm,bn,bk,tm`, `rb` or
+/// `rb:MC,PX` (the register-blocked kernel on any device), `fma` (none of those: the GEMMs).
+/// Returns (GEMM tile, direct everywhere, register-blocked tile); unset, CPU adapters get the
+/// register-blocked kernel with its default tile and GPUs nothing forced.
+fn conv_env(cpu_adapter: bool) -> (Option<ConvCfg>, bool, Option<rb::RbCfg>) {
     let Ok(v) = std::env::var("LUCENT_GPU_CONV") else {
-        return cpu_adapter.then_some(rb::RbCfg::DEFAULT);
+        return (None, false, cpu_adapter.then_some(rb::RbCfg::DEFAULT));
     };
-    let rest = v.strip_prefix("rb")?;
-    let n: Vec<u32> = rest.trim_start_matches(':').split(',').filter_map(|x| x.trim().parse().ok()).collect();
-    let c = if n.len() == 2 { rb::RbCfg { mc: n[0], px: n[1] } } else { rb::RbCfg::DEFAULT };
-    Some(if c.valid() { c } else { rb::RbCfg::DEFAULT })
+    let nums = |t: &str| -> Vec<u32> { t.split(',').filter_map(|x| x.trim().parse().ok()).collect() };
+    if v == "direct" {
+        return (None, true, None);
+    }
+    if let Some(rest) = v.strip_prefix("rb") {
+        let n = nums(rest.trim_start_matches(':'));
+        let c = if n.len() == 2 { rb::RbCfg { mc: n[0], px: n[1] } } else { rb::RbCfg::DEFAULT };
+        return (None, false, Some(if c.valid() { c } else { rb::RbCfg::DEFAULT }));
+    }
+    let n = nums(&v);
+    let gemm = (n.len() == 4).then(|| ConvCfg { bm: n[0], bn: n[1], bk: n[2], tm: n[3] }).filter(|c| c.valid());
+    (gemm, false, None)
 }
 
 type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
@@ -511,14 +502,15 @@ impl GpuBackend {
                 d
             }
         };
+        let (conv, conv_direct, rb) = conv_env(dev.summary.device_type == "cpu");
         let settings = Settings {
             f16: dev.summary.f16 && !opts.force_f32 && !env_flag("LUCENT_GPU_F32"),
             f16_math: env_flag("LUCENT_GPU_F16_MATH"),
-            conv: conv_env().0,
+            conv,
             profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
-            conv_direct: conv_env().1,
+            conv_direct,
             mma: None,
-            rb: rb_choice(dev.summary.device_type == "cpu"),
+            rb,
         };
         let mut be = GpuBackend { dev, settings };
         be.settings.mma = be.default_mma();

@@ -15,7 +15,7 @@
 //! The kernel is generated per (KW, SW, DW) of the layer (the window is unrolled); a network has
 //! few of those. Params as `kernels::conv_gemm` 0..21, then 22 = weight row length (scalars).
 
-use crate::kernels::{conv_common, header_with};
+use crate::kernels::{conv_common, header_with, EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
 
 /// Shape of one thread's register tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,7 +89,7 @@ pub fn tiles(cfg: RbCfg, mg: usize, out_h: usize, out_w: usize) -> usize {
 /// that flushes f32 subnormals flushes f16 subnormals, |x| < 6.1e-5, to zero; infinities and NaNs,
 /// which no network value here is, come out as large finite numbers). Cheaper on llvmpipe than
 /// `unpack2x16float`, and needs no capability beyond WGSL's core.
-const H2: &str = r#"
+const F16X2: &str = r#"
 fn f16x2(w: u32) -> vec2<f32> {
     let m = vec2<u32>(w & 0xffffu, w >> 16u);
     let b = ((m & vec2<u32>(0x7fffu)) << vec2<u32>(13u)) | ((m & vec2<u32>(0x8000u)) << vec2<u32>(16u));
@@ -105,15 +105,16 @@ pub fn conv_rb(f16: bool, c: RbCfg, s: RbShape) -> String {
         common = common.replace("var<storage, read> X: array<T>;", "var<storage, read> X: array<u32>;");
     }
     src.push_str(&common.replace("WT", if f16 { "u32" } else { "f32" }));
-    // VW: weight scalars per vec4 read (8 packed f16 or 4 f32).
+    // VW: weight scalars per vec4 read (8 packed f16 or 4 f32); SW: the layer's horizontal stride.
     src.push_str(&format!(
-        "const MC: u32 = {}u;\nconst PX: u32 = {}u;\nconst WG: u32 = {}u;\nconst VW: u32 = {}u;\n",
+        "const MC: u32 = {}u;\nconst PX: u32 = {}u;\nconst WG: u32 = {}u;\nconst VW: u32 = {}u;\nconst SW: u32 = {}u;\n",
         c.mc,
         c.px,
         RbCfg::WG,
-        if f16 { 8 } else { 4 }
+        if f16 { 8 } else { 4 },
+        s.sw
     ));
-    src.push_str(H2);
+    src.push_str(F16X2);
     src.push_str(
         r#"
 @compute @workgroup_size(WG)
@@ -254,7 +255,7 @@ STORE
     }
     // Epilogue for this layer only (see `epi` in kernels.rs for the general one): per output
     // channel its bias (and PReLU slope) once, per output the activation, slope, residual.
-    let (prelu, per_ch, res) = (s.flags & 2 != 0, s.flags & 4 != 0, s.flags & 8 != 0);
+    let (prelu, per_ch, res) = (s.flags & EPI_PRELU != 0, s.flags & EPI_PRELU_PER_CHANNEL != 0, s.flags & EPI_RESIDUAL != 0);
     store.push_str("    let ca = pf(16u); let cb = pf(17u); let c19 = pf(19u); let c20 = pf(20u);\n");
     if !res {
         // R stays in the bind group layout (every convolution binds the same five buffers).
@@ -286,8 +287,7 @@ STORE
         }
         store.push_str("    }\n");
     }
-    src.replace("SW)", &format!("{}u)", s.sw))
-        .replace("COL_SETUP", &setup)
+    src.replace("COL_SETUP", &setup)
         .replace("COL_LOADS", &loads)
         .replace("W_LOADS", &wl)
         .replace("ACC_DECL", &decl)

@@ -1,7 +1,7 @@
 //! Diagnostics and test support: the list of every WGSL source the backend can compile, and
 //! what each adapter offers for cooperative matrices.
 
-use crate::kernels::{self, ConvCfg};
+use crate::kernels::{self, ConvCfg, EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
 use crate::mma::{self, MmaMode};
 use crate::rb::{self, RbCfg, RbShape};
 use crate::{exec, new_instance, warp, BACKENDS};
@@ -45,10 +45,10 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
         // stride, dilation, epilogue): the default tile and two odd ones over shapes that cover
         // 1x1, 3x3, strided + dilated, every epilogue flag.
         let shapes = [
-            RbShape { kw: 3, sw: 1, dw: 1, act: 0, flags: 2 | 4 | 8 },
+            RbShape { kw: 3, sw: 1, dw: 1, act: 0, flags: EPI_PRELU | EPI_PRELU_PER_CHANNEL | EPI_RESIDUAL },
             RbShape { kw: 1, sw: 1, dw: 1, act: 4, flags: 0 },
-            RbShape { kw: 5, sw: 2, dw: 2, act: 5, flags: 2 },
-            RbShape { kw: 3, sw: 2, dw: 1, act: 6, flags: 8 },
+            RbShape { kw: 5, sw: 2, dw: 2, act: 5, flags: EPI_PRELU },
+            RbShape { kw: 3, sw: 2, dw: 1, act: 6, flags: EPI_RESIDUAL },
         ];
         for c in [RbCfg::DEFAULT, RbCfg { mc: 4, px: 1 }, RbCfg { mc: 12, px: 5 }] {
             for sh in shapes {
