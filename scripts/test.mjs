@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: every test of the project. The Rust workspace (`cargo test --release`, sharing the
-// release build of the addon), then the tap suites. Prints tap's totals as `# tap-pass N` /
+// release build of the addon), the real cooperative-matrix tests on Mesa 26's lavapipe where
+// `scripts/mesa-coop.sh prepare` made its root, then the tap suites. Prints tap's totals as `# tap-pass N` /
 // `# tap-fail N` lines (.ci/run adds them to cargo's "test result:" lines) and exits non-zero if
 // anything failed. Pass `--js` or `--rust` to run one half only; other arguments go to tap.
 import { spawn } from 'node:child_process'
@@ -47,6 +48,17 @@ let failed = false
 if (only !== 'js') {
   const r = await run('cargo', ['test', '--release', '--workspace', '--no-fail-fast'])
   if (r.code !== 0) failed = true
+  // The real cooperative-matrix kernel on Mesa 26's lavapipe, where scripts/mesa-coop.sh prepared it
+  // (.ci/run does; LUCENT_REQUIRE_MESA_COOP=1 makes a missing root a failure).
+  const coopRoot = path.resolve(root, process.env.LUCENT_MESA_COOP_ROOT ?? 'data/mesa-coop')
+  if (existsSync(path.join(coopRoot, '.ready'))) {
+    if ((await run('bash', [path.join(root, 'scripts/mesa-coop.sh'), 'test'])).code !== 0) failed = true
+  } else if (process.env.LUCENT_REQUIRE_MESA_COOP === '1') {
+    console.log(`test result: FAILED. 0 passed; 1 failed; (no Mesa 26 root at ${coopRoot}: bash scripts/mesa-coop.sh prepare)`)
+    failed = true
+  } else {
+    console.log('real cooperative-matrix tests: not run (no Mesa 26 lavapipe root; bash scripts/mesa-coop.sh prepare)')
+  }
 }
 if (only !== 'rust') {
   // the playground page the suites serve and drive in Chromium (scripts/build-playground.mjs; fast)

@@ -10,13 +10,15 @@
 //! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
 //! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600, 3600 on CPU adapters),
 //! `LUCENT_GPU_CONV=fma|rb[:MC,PX]|direct|bm,bn,bk,tm` (force the convolution kernel / tile),
-//! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `emulate` forces the emulated MMA kernel).
+//! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `1` also on CPU adapters; `emulate` forces
+//! the emulated MMA kernel).
 //!
 //! Convolutions run on cooperative matrices (tensor cores, [`mma`]) when the adapter lists
 //! the f16 x f16 -> f32 16x16x16 (or 8x8x8) configuration and offers SUBGROUP and SHADER_F16;
 //! the experimental feature is then requested explicitly. Otherwise GPUs run the FMA implicit
-//! GEMM of [`kernels::conv_gemm`] (DX12, older GPUs) and CPU adapters (lavapipe) the
-//! register-blocked direct kernel of [`rb`], which suits a SIMD CPU's JIT better.
+//! GEMM of [`kernels::conv_gemm`] (DX12, older GPUs). CPU adapters (lavapipe) run the
+//! register-blocked direct kernel of [`rb`], which suits a SIMD CPU's JIT better, even where they
+//! list cooperative matrices (the device is still opened with them, so tests can force them).
 
 mod exec;
 pub mod kernels;
@@ -131,11 +133,13 @@ pub struct MmaPlan {
     pub cfg: Option<MmaCfg>,
 }
 
-/// `LUCENT_GPU_COOP`: "0" / "false" = off, "emulate" = the emulated kernel, else auto.
+/// `LUCENT_GPU_COOP`: "0" / "false" = off, "emulate" = the emulated kernel, "1" / "on" = real
+/// cooperative matrices even on a CPU adapter, else auto (GPUs that list them).
 fn coop_env() -> &'static str {
     match std::env::var("LUCENT_GPU_COOP").as_deref() {
         Ok("0") | Ok("false") | Ok("off") => "off",
         Ok("emulate") => "emulate",
+        Ok("1") | Ok("true") | Ok("on") => "on",
         _ => "auto",
     }
 }
@@ -517,14 +521,17 @@ impl GpuBackend {
         Ok(be)
     }
 
-    /// The MMA plan by default: real cooperative matrices where the device has them (unless
-    /// `LUCENT_GPU_COOP=0`); `LUCENT_GPU_COOP=emulate` picks the emulated kernel (16x16, 32-wide
-    /// subgroups) on any device.
+    /// The MMA plan by default: real cooperative matrices where a GPU has them (unless
+    /// `LUCENT_GPU_COOP=0`). A CPU adapter that lists them (lavapipe in Mesa 26.1 does; 25.0 did not) runs
+    /// them as per-lane loops, 14x slower than the register-blocked kernel on x4v3, so there they
+    /// run only with `LUCENT_GPU_COOP=1`. `LUCENT_GPU_COOP=emulate` picks the emulated kernel
+    /// (16x16, 32-wide subgroups) on any device.
     fn default_mma(&self) -> Option<MmaPlan> {
         match coop_env() {
             "off" => None,
             "emulate" => Some(MmaPlan { frag: 16, mode: MmaMode::Emulated { sg: 32, f16_tiles: self.dev.summary.f16 }, cfg: None }),
-            _ => self.dev.summary.coop_frag.map(|frag| MmaPlan { frag, mode: MmaMode::Coop { sg_max: self.dev.summary.subgroup_max }, cfg: None }),
+            "on" => self.coop_mma(None),
+            _ => self.coop_mma(None).filter(|_| self.dev.summary.device_type != "cpu"),
         }
     }
 
@@ -576,6 +583,13 @@ impl GpuBackend {
     /// The tile configuration the convolution uses for wide layers on this device.
     /// The emulated MMA plan with `sg`-wide subgroups (f16 tiles where the device has f16),
     /// available on every device; `cfg` forces a tile configuration.
+    /// The real cooperative-matrix plan of this device (None where it has none), whatever the
+    /// default: tests force it on CPU adapters, whose default is the register-blocked kernel.
+    pub fn coop_mma(&self, cfg: Option<MmaCfg>) -> Option<MmaPlan> {
+        let frag = self.dev.summary.coop_frag?;
+        Some(MmaPlan { frag, mode: MmaMode::Coop { sg_max: self.dev.summary.subgroup_max }, cfg })
+    }
+
     pub fn emulated_mma(&self, frag: u32, sg: u32, f16_tiles: bool, cfg: Option<MmaCfg>) -> MmaPlan {
         MmaPlan { frag, mode: MmaMode::Emulated { sg, f16_tiles: f16_tiles && self.dev.summary.f16 }, cfg }
     }
