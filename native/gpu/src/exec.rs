@@ -26,7 +26,7 @@ pub struct LayerTime {
     pub ms: f64,
     /// Multiply-adds x 2 of a convolution step (0 for other steps).
     pub flop: f64,
-    /// The convolution kernel that ran ("coop", "mma-emulated", "fma", "direct"; empty otherwise).
+    /// The convolution kernel that ran ("coop", "mma-emulated", "fma", "fma2", "rb", "direct"; empty otherwise).
     pub kernel: String,
 }
 
@@ -57,27 +57,29 @@ impl Shape {
 /// The FMA kernel's tile configurations, widest first: [wide M, narrow M].
 pub(crate) fn fma_cfg_lists() -> [Vec<ConvCfg>; 2] {
     let wide = vec![
-        ConvCfg { bm: 64, bn: 128, bk: 16, tm: 8 },
-        ConvCfg { bm: 64, bn: 64, bk: 16, tm: 4 },
-        ConvCfg { bm: 32, bn: 32, bk: 16, tm: 4 },
-        ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
+        ConvCfg::new(64, 128, 16, 8),
+        ConvCfg::new(64, 64, 16, 4),
+        ConvCfg::new(32, 32, 16, 4),
+        ConvCfg::new(16, 16, 8, 4),
     ];
     let narrow = vec![
-        ConvCfg { bm: 16, bn: 128, bk: 16, tm: 4 },
-        ConvCfg { bm: 16, bn: 64, bk: 16, tm: 4 },
-        ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
+        ConvCfg::new(16, 128, 16, 4),
+        ConvCfg::new(16, 64, 16, 4),
+        ConvCfg::new(16, 16, 8, 4),
     ];
     [wide, narrow]
 }
 
-/// Choose a convolution tile configuration that fits the device's limits.
-pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool) -> ConvCfg {
+/// Choose a convolution tile configuration that fits the device's limits (pipelined: the
+/// pipelined form of the first tile whose double-size tiles fit).
+pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool, pipelined: bool) -> ConvCfg {
     let [wide, narrow] = fma_cfg_lists();
     let list: &[ConvCfg] = if small_m { &narrow } else { &wide };
     let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
     for c in list {
+        let c = if pipelined { c.pipelined() } else { *c };
         if c.valid() && c.threads() <= threads && c.shared_bytes(acc16) <= limits.max_compute_workgroup_storage_size {
-            return *c;
+            return c;
         }
     }
     *list.last().unwrap()
@@ -151,6 +153,7 @@ enum ConvKernel {
 impl ConvKernel {
     fn name(&self) -> &'static str {
         match self {
+            ConvKernel::Gemm { gemm: Gemm::Fma(c), .. } if c.pipelined => "fma2",
             ConvKernel::Gemm { gemm: Gemm::Fma(_), .. } => "fma",
             ConvKernel::Gemm { gemm: Gemm::Mma(_, MmaMode::Coop { .. }), .. } => "coop",
             ConvKernel::Gemm { gemm: Gemm::Mma(_, MmaMode::Emulated { .. }), .. } => "mma-emulated",
@@ -246,7 +249,7 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
                 .map(|c| Gemm::Mma(c, plan.mode)),
             _ => None,
         };
-        let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math))));
+        let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math, settings.fma_pipelined))));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),
             Gemm::Mma(c, _) => (c.bm, c.bk),
@@ -452,7 +455,7 @@ impl Prep {
         Ok(Prep { net, steps, settings, fused_away, pool: HashMap::new(), last_profile: Vec::new() })
     }
 
-    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "direct"), in order.
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "fma2", "rb", "direct"), in order.
     pub fn conv_kernels(&self) -> Vec<&'static str> {
         self.steps
             .iter()
@@ -851,7 +854,7 @@ impl Prep {
                         p.extend(kernels::gather_table(ipg, c.kernel_h, c.kernel_w, c.dilation_h, c.dilation_w, ins[0].h, ins[0].w));
                         let (pipe, bm, bn) = match gemm {
                             Gemm::Fma(cfg) => {
-                                let key = format!("conv:{}:{}:{}:{}:{}", cfg.bm, cfg.bn, cfg.bk, cfg.tm, self.settings.f16_math);
+                                let key = format!("conv:{cfg:?}:{}", self.settings.f16_math);
                                 let acc16 = self.settings.f16_math;
                                 (ctx.pipeline(&pk(&key), || kernels::conv_gemm(f16, acc16, cfg))?, cfg.bm, cfg.bn)
                             }

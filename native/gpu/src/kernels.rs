@@ -30,22 +30,34 @@ pub struct ConvCfg {
     pub bk: u32,
     /// Output channels per thread (each thread computes tm x 4 outputs).
     pub tm: u32,
+    /// The pipelined form (`conv_gemm` documents both): vec4 workgroup tiles read as vectors and
+    /// double-buffered K slices, one barrier per step. Needs tm % 4 == 0.
+    pub pipelined: bool,
 }
 
 impl ConvCfg {
     pub const TN: u32 = 4;
+    /// A plain (not pipelined) configuration.
+    pub const fn new(bm: u32, bn: u32, bk: u32, tm: u32) -> ConvCfg {
+        ConvCfg { bm, bn, bk, tm, pipelined: false }
+    }
+    /// The same tile, pipelined.
+    pub const fn pipelined(self) -> ConvCfg {
+        ConvCfg { pipelined: true, ..self }
+    }
     pub fn threads(&self) -> u32 {
         (self.bm / self.tm) * (self.bn / Self::TN)
     }
     pub fn shared_bytes(&self, acc16: bool) -> u32 {
-        (self.bk * self.bm + self.bk * self.bn) * if acc16 { 2 } else { 4 }
+        (self.bk * self.bm + self.bk * self.bn) * if acc16 { 2 } else { 4 } * if self.pipelined { 2 } else { 1 }
     }
     pub fn valid(&self) -> bool {
         let t = self.threads();
         t > 0
             && self.bm % self.tm == 0
             && self.bn % Self::TN == 0
-            && (self.bk * self.bm) % t == 0
+            && (self.pipelined || (self.bk * self.bm) % t == 0)
+            && (!self.pipelined || self.tm % 4 == 0)
             && (self.bk * self.bn) % t == 0
             && t % self.bn == 0
     }
@@ -178,7 +190,18 @@ pub(crate) const GEMM_PROLOGUE: &str = r#"    let in_c = P[0]; let in_h = P[1]; 
 /// the gather has no runtime division (the host computes it per run; see `gather_table`).
 /// Each thread gathers one fixed output pixel (WG is a multiple of BN), whose input origin is
 /// computed once. Weights: [group][kpad][mpad], zero padded.
+///
+/// Two forms, same parameters, bindings and weights:
+/// - plain: scalar workgroup tiles; thread (tx, ty) owns channels ty + i * MT and pixels
+///   tx + j * NT, so each K step reads TM + 4 scalars per thread; two barriers per K slice.
+/// - pipelined (`c.pipelined`): tiles of vec4; a thread owns TM adjacent channels and 4
+///   adjacent pixels, so a K step reads TM / 4 + 1 vectors; the next K slice is fetched from
+///   memory into registers while the current one is multiplied, then stored into the other of
+///   two tile buffers, one barrier per slice.
 pub fn conv_gemm(f16: bool, acc16: bool, c: ConvCfg) -> String {
+    if c.pipelined {
+        return conv_gemm_pipelined(f16, acc16, c);
+    }
     let acc = if acc16 { "f16" } else { "f32" };
     let mut s = header(f16);
     s.push_str(CONV_COMMON);
@@ -251,6 +274,106 @@ ACC_STORE
         ));
     }
     s.replace("ACC_DECL", &decl).replace("ACC_FMA", &fmas).replace("ACC_STORE", &store)
+}
+
+/// The pipelined form of `conv_gemm` (see there).
+fn conv_gemm_pipelined(f16: bool, acc16: bool, c: ConvCfg) -> String {
+    assert!(c.valid() && c.pipelined, "conv_gemm_pipelined: invalid configuration {c:?}");
+    let acc = if acc16 { "f16" } else { "f32" };
+    let wg = c.threads();
+    // vec4s of A per stage, and the per-thread counts of A vec4s and B scalars fetched per slice.
+    let av = c.bk * c.bm / 4;
+    let ar = av.div_ceil(wg);
+    let br = c.bk * c.bn / wg;
+    let mut s = header(f16);
+    s.push_str(CONV_COMMON);
+    s.push_str(&format!(
+        "alias ACC = {acc};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\nconst NT: u32 = {}u;\nconst WG: u32 = {wg}u;\nconst AV: u32 = {av}u;\nconst BQ: u32 = {}u;\nconst BV: u32 = {}u;\n",
+        c.bm,
+        c.bn,
+        c.bk,
+        c.tm,
+        c.bn / ConvCfg::TN,
+        c.bm / 4,
+        c.bk * c.bn / 4,
+    ));
+    s.push_str(
+        r#"
+// Two stages each: A as [k][BM / 4] vec4 (channels), B as [k][BN / 4] vec4 (pixels).
+var<workgroup> As: array<vec4<ACC>, 2u * AV>;
+var<workgroup> Bs: array<vec4<ACC>, 2u * BV>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+"#,
+    );
+    s.push_str(GEMM_PROLOGUE);
+    let mut decl = String::new();
+    let mut fetch = String::new();
+    let mut stash = String::new();
+    let mut reads = String::new();
+    let mut fmas = String::new();
+    let mut store = String::new();
+    for r in 0..ar {
+        decl.push_str(&format!("    var pa{r} = vec4<ACC>();\n"));
+        let guard = if (r + 1) * wg > av { format!("if (li + {}u < AV) ", r * wg) } else { String::new() };
+        fetch.push_str(&format!(
+            "        {guard}{{\n            let e = li + {}u;\n            let a = wbase + (k0 + e / BQ) * mpad + (e % BQ) * 4u;\n            pa{r} = vec4<ACC>(ACC(W[a]), ACC(W[a + 1u]), ACC(W[a + 2u]), ACC(W[a + 3u]));\n        }}\n",
+            r * wg
+        ));
+        stash.push_str(&format!("        {guard}{{ As[st * AV + li + {}u] = pa{r}; }}\n", r * wg));
+    }
+    for r in 0..br {
+        decl.push_str(&format!("    var pb{r} = ACC(0.0);\n"));
+        fetch.push_str(&format!(
+            "        {{\n            let k = k0 + brow + {}u;\n            var v = 0.0;\n            if (k < K && pok) {{\n                let tb = 25u + 3u * k;\n                let iy = iy0 + i32(P[tb]);\n                let ix = ix0 + i32(P[tb + 1u]);\n                if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {{\n                    v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);\n                }} else {{\n                    v = padv;\n                }}\n            }}\n            pb{r} = ACC(v);\n        }}\n",
+            r * (wg / c.bn)
+        ));
+        stash.push_str(&format!("        Bs[st * BV + (brow + {}u) * NT + bq][bc] = pb{r};\n", r * (wg / c.bn)));
+    }
+    for q in 0..c.tm / 4 {
+        reads.push_str(&format!("            let a{q} = As[ab + k * BQ + ty * (TM / 4u) + {q}u];\n"));
+    }
+    for i in 0..c.tm {
+        decl.push_str(&format!("    var acc{i} = vec4<ACC>();\n"));
+        fmas.push_str(&format!("            acc{i} = fma(vec4<ACC>(a{}[{}]), b, acc{i});\n", i / 4, i % 4));
+        store.push_str(&format!(
+            "    {{\n        let m = m0 + ty * TM + {i}u;\n        if (m < mg) {{\n            let oc = g * mg + m;\n            for (var j = 0u; j < 4u; j++) {{\n                let p = n0 + tx * 4u + j;\n                if (p < npix) {{\n                    let o = oc * npix + p;\n                    Y[o] = T(epi(f32(acc{i}[j]), oc, o));\n                }}\n            }}\n        }}\n    }}\n"
+        ));
+    }
+    s.push_str(&format!(
+        r#"    let tx = li % NT;
+    let ty = li / NT;
+    // This thread's slot in B's vec4 rows: its gather column bcol.
+    let bq = bcol / 4u;
+    let bc = bcol % 4u;
+{decl}    let steps = kpad / BK;
+    {{
+        let k0 = 0u;
+{fetch}    }}
+    {{
+        let st = 0u;
+{stash}    }}
+    workgroupBarrier();
+    for (var t = 0u; t < steps; t++) {{
+        let more = t + 1u < steps;
+        if (more) {{
+            let k0 = (t + 1u) * BK;
+{fetch}        }}
+        let ab = (t % 2u) * AV;
+        let bb = (t % 2u) * BV;
+        for (var k = 0u; k < BK; k++) {{
+            let b = Bs[bb + k * NT + tx];
+{reads}{fmas}        }}
+        if (more) {{
+            let st = (t + 1u) % 2u;
+{stash}        }}
+        workgroupBarrier();
+    }}
+{store}}}
+"#
+    ));
+    s
 }
 
 /// The gather table of `conv_gemm` (params from 25): per k = (ic, ky, kx) of one group,

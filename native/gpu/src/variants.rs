@@ -32,13 +32,15 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
         }
         v.push((format!("warp:{p}"), warp::shader(f16), f16, false));
         let mut seen = std::collections::HashSet::new();
-        let cfgs: Vec<ConvCfg> = exec::fma_cfg_lists().concat().into_iter().filter(|c| seen.insert(*c)).collect();
+        // Every FMA tile, plain and pipelined.
+        let cfgs: Vec<ConvCfg> = exec::fma_cfg_lists().concat().into_iter().filter(|c| seen.insert(*c)).flat_map(|c| [c, c.pipelined()]).collect();
         for c in cfgs {
             for acc16 in [false, true] {
                 if acc16 && !f16 {
                     continue;
                 }
-                v.push((format!("conv_gemm:{p}:{}x{}x{}/{}:acc16={acc16}", c.bm, c.bn, c.bk, c.tm), kernels::conv_gemm(f16, acc16, c), f16, false));
+                let form = if c.pipelined { "pipelined" } else { "plain" };
+                v.push((format!("conv_gemm:{p}:{}x{}x{}/{}:{form}:acc16={acc16}", c.bm, c.bn, c.bk, c.tm), kernels::conv_gemm(f16, acc16, c), f16, false));
             }
         }
         // The register-blocked kernel, generated per tile and per layer shape (kernel width,

@@ -45,8 +45,16 @@ fn check(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>, out
 
 /// The convolutions here are the GPU kernels' (implicit GEMM, direct): the register-blocked
 /// kernel that CPU adapters default to has its own tests (tests/rb.rs), so it is ruled out.
+/// The FMA GEMM (the register-blocked kernel ruled out) in both forms, plain and pipelined.
 fn check_gemm(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>, outs: &[&str]) {
-    check_on(name, &variants(&be.with_settings(|s| s.rb = None)), net, inputs, outs)
+    let mut vars = variants(&be.with_settings(|s| s.rb = None));
+    for (label, b, bound) in variants(&be.with_settings(|s| {
+        s.rb = None;
+        s.fma_pipelined = true;
+    })) {
+        vars.push((format!("{label} pipelined"), b, bound));
+    }
+    check_on(name, &vars, net, inputs, outs)
 }
 
 #[test]
@@ -54,16 +62,17 @@ fn convolution_gemm_all_tile_configs() {
     let Some(be) = backend() else { return };
     let mut r = Rng::new(1);
     let cfgs = [
-        ConvCfg { bm: 64, bn: 128, bk: 16, tm: 8 },
-        ConvCfg { bm: 64, bn: 64, bk: 16, tm: 4 },
-        ConvCfg { bm: 32, bn: 32, bk: 16, tm: 4 },
-        ConvCfg { bm: 16, bn: 128, bk: 16, tm: 4 },
-        ConvCfg { bm: 16, bn: 16, bk: 8, tm: 4 },
+        ConvCfg::new(64, 128, 16, 8),
+        ConvCfg::new(64, 64, 16, 4),
+        ConvCfg::new(32, 32, 16, 4),
+        ConvCfg::new(16, 128, 16, 4),
+        ConvCfg::new(16, 16, 8, 4),
     ];
     let mut vars = Vec::new();
-    for c in cfgs {
+    for c in cfgs.into_iter().flat_map(|c| [c, c.pipelined()]) {
         for (label, b, bound) in variants(&be) {
-            vars.push((format!("{label} {}x{}x{}/{}", c.bm, c.bn, c.bk, c.tm), b.with_settings(|s| {
+            let form = if c.pipelined { " pipelined" } else { "" };
+            vars.push((format!("{label} {}x{}x{}/{}{form}", c.bm, c.bn, c.bk, c.tm), b.with_settings(|s| {
                 s.conv = Some(c);
                 s.rb = None;
             }), bound));
@@ -75,7 +84,46 @@ fn convolution_gemm_all_tile_configs() {
     check_on("conv3x3 19->70 leaky", &vars, net, vec![("in", r.tensor(19, 17, 23))], &["out"]);
     // 1x1 without bias, sigmoid
     let net = conv_net(&mut r, "Convolution", 32, 8, 1, 1, 1, "9=4", false);
-    check_on("conv1x1 32->8 sigmoid", &vars, net, vec![("in", r.tensor(32, 9, 11))], &["out"]);
+    check_on("conv1x1 32->8 sigmoid", &vars, net.clone(), vec![("in", r.tensor(32, 9, 11))], &["out"]);
+    // The kernel each form reports (the profile's name for it).
+    for (pipelined, want) in [(false, "fma"), (true, "fma2")] {
+        let h = be.with_settings(|s| {
+            s.rb = None;
+            s.fma_pipelined = pipelined;
+        });
+        let p = h.prepare_gpu(Arc::new(net.clone())).unwrap();
+        assert_eq!(p.conv_kernels().unwrap(), vec![want.to_string()]);
+    }
+}
+
+/// f16 accumulation (`LUCENT_GPU_F16_MATH=1`: f16 workgroup tiles and vec4<f16> FMAs, packed
+/// f16 math on GPUs that have it) in both forms of the FMA GEMM. Products and partial sums are
+/// rounded to f16 (relative 2^-11 each, over K = 171 terms here): bound 1e-2.
+#[test]
+fn convolution_gemm_f16_math() {
+    let Some(be) = backend() else { return };
+    if !be.f16_available() {
+        eprintln!("adapter {} has no SHADER_F16: f16 math not tested here", be.adapter_name());
+        return;
+    }
+    let mut r = Rng::new(6);
+    let mut vars = Vec::new();
+    for c in [ConvCfg::new(64, 128, 16, 8), ConvCfg::new(32, 32, 16, 4), ConvCfg::new(16, 16, 8, 4)] {
+        for c in [c, c.pipelined()] {
+            let h = be.with_settings(|s| {
+                s.f16 = true;
+                s.f16_math = true;
+                s.rb = None;
+                s.conv = Some(c);
+            });
+            assert!(h.settings().f16_math);
+            let form = if c.pipelined { " pipelined" } else { "" };
+            vars.push((format!("f16 math {}x{}x{}/{}{form}", c.bm, c.bn, c.bk, c.tm), h, 1e-2));
+        }
+    }
+    let net = conv_net(&mut r, "Convolution", 19, 70, 3, 3, 1, "4=1 9=2 -23310=1,0.1", true);
+    check_on("conv3x3 19->70 leaky", &vars, net, vec![("in", r.tensor(19, 17, 23))], &["out"]);
+    check_on("conv+prelu(24)+Eltwise residual", &vars, prelu_residual_net(&mut r, 24, "Eltwise"), vec![("in", r.tensor(24, 15, 18))], &["out"]);
 }
 
 #[test]
