@@ -32,6 +32,7 @@ if [ "$mode" = prepare ]; then
   for m in realesr-general-x4v3 realesrgan-x4plus; do cp ../shared/models/sr/$m.param ../shared/models/sr/$m.bin $D/models/sr/; done
   photo=${PHOTO:-$(ls ../shared/data/photos/*.jpg | head -1)}
   ffmpeg -v error -y -i "$photo" -vf crop=128:128 -frames:v 1 $D/in-128.png
+  ffmpeg -v error -y -i "$photo" -vf crop=48:48 -frames:v 1 $D/in-48.png
   ffmpeg -v error -y -i "$photo" -vf scale=1920:1080 -frames:v 1 $D/in-1080p.png
   ffmpeg -v error -y -i "$photo" -vf scale=4000:3000 -q:v 3 -frames:v 1 $D/in-12mp.jpg
   # The binaries travel compressed (the device tool carries at most 64 MiB with the tree).
@@ -41,6 +42,13 @@ if [ "$mode" = prepare ]; then
   exit 0
 fi
 
+# SMOKE=1: a dry run of this script on a CPU adapter (lavapipe), to catch script errors before a
+# GPU session spends its minutes: every input is the 48x48 crop, one run and one round each.
+SMALL=$D/in-128.png FRAME=$D/in-1080p.png PHOTO12=$D/in-12mp.jpg RUNS=5 ROUNDS=3
+if [ "${SMOKE:-0}" = 1 ]; then
+  export LUCENT_GPU_ALLOW_CPU=1
+  SMALL=$D/in-48.png FRAME=$D/in-48.png PHOTO12=$D/in-48.png RUNS=1 ROUNDS=1
+fi
 OUTDIR=${OUT:-$D/out}
 W=$(mktemp -d)   # the upscaled images (large) stay out of $OUTDIR
 mkdir -p "$OUTDIR"
@@ -60,24 +68,24 @@ P=$W/bin/upscayl-bin
 M=$D/models
 chmod +x $B $P
 echo "== 1. lucent bench --backend gpu (tensor cores where the adapter lists them)"
-$B bench --model-dir $M --model general_4x --input $D/in-1080p.png --backend gpu --runs 5
-$B bench --model-dir $M --model generative_4x --input $D/in-12mp.jpg --backend gpu --runs 3
+$B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
+$B bench --model-dir $M --model generative_4x --input $PHOTO12 --backend gpu --runs $(( RUNS < 3 ? RUNS : 3 ))
 echo "== 1b. the FMA fallback (LUCENT_GPU_COOP=0)"
-LUCENT_GPU_COOP=0 $B bench --model-dir $M --model general_4x --input $D/in-1080p.png --backend gpu --runs 5
+LUCENT_GPU_COOP=0 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 echo "== 1b2. the pipelined FMA GEMM (LUCENT_GPU_CONV=fma2: vec4 tiles, double-buffered), then with f16 math"
-LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 $B bench --model-dir $M --model general_4x --input $D/in-1080p.png --backend gpu --runs 5
-LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 LUCENT_GPU_F16_MATH=1 $B bench --model-dir $M --model general_4x --input $D/in-1080p.png --backend gpu --runs 5
+LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
+LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 LUCENT_GPU_F16_MATH=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 echo "== 1c. the register-blocked kernel (the CPU adapters' default) on this GPU, for comparison"
-LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=rb $B bench --model-dir $M --model general_4x --input $D/in-1080p.png --backend gpu --runs 5
+LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=rb $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 echo "== 2. per-layer profile (LUCENT_GPU_PROFILE=1), last run"
-LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $D/in-1080p.png --backend gpu --runs 1 2>&1 | tail -n 60
-LUCENT_GPU_PROFILE=1 LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $D/in-1080p.png --backend gpu --runs 1 2>&1 | tail -n 40
-LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesrgan-x4plus --input $D/in-128.png --backend gpu --runs 1 2>&1 | tail -n 12
+LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 60
+LUCENT_GPU_PROFILE=1 LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 40
+LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesrgan-x4plus --input $SMALL --backend gpu --runs 1 2>&1 | tail -n 12
 echo "== 3. side by side with realesrgan-ncnn-vulkan (whole processes, alternating)"
 side() { # stem input tag
   local stem=$1 in=$2 tag=$3 name; name=$(basename "$stem")
   local lt=() pt=() t0 t1
-  for r in 1 2 3; do
+  for r in $(seq $ROUNDS); do
     for who in peer lucent; do
       [ $((r % 2)) = 0 ] && who=$([ $who = peer ] && echo lucent || echo peer)
       t0=$(date +%s%N)
@@ -106,6 +114,6 @@ print(f"{tag}: whole process median Lucent {ml} ms, peer {mp} ms, peer/Lucent {m
       f"PSNR {psnr:.1f} dB over {sane.mean() * 100:.1f} % of pixels (no channel 0/255 in either)")
 PY
 }
-side sr/realesr-general-x4v3 $D/in-128.png x4v3-128
-side sr/realesr-general-x4v3 $D/in-1080p.png x4v3-1080p
-side sr/realesrgan-x4plus $D/in-128.png x4plus-128
+side sr/realesr-general-x4v3 $SMALL x4v3-128
+side sr/realesr-general-x4v3 $FRAME x4v3-1080p
+side sr/realesrgan-x4plus $SMALL x4plus-128

@@ -220,8 +220,9 @@ fn cooperative_matrix_selection_and_tile_plans() {
 }
 
 #[test]
-#[ignore = "prints one cooperative-matrix kernel: cargo test --release -p lucent-gpu --test shaders -- --ignored --nocapture"]
-fn dump_coop_kernel() {
-    let v = shader_variants().into_iter().find(|v| v.0.contains(":coop-sg32:frag16:64x64x32")).unwrap();
+#[ignore = "prints one kernel: [LUCENT_DUMP_KERNEL=name-part] cargo test --release -p lucent-gpu --test shaders -- --ignored --nocapture"]
+fn dump_kernel() {
+    let part = std::env::var("LUCENT_DUMP_KERNEL").unwrap_or_else(|_| ":coop-sg32:frag16:64x64x32".into());
+    let v = shader_variants().into_iter().find(|v| v.0.contains(&part)).unwrap_or_else(|| panic!("no variant named like {part}"));
     println!("// {}\n{}", v.0, v.1);
 }
