@@ -11,8 +11,9 @@
 # `run` (no node or ffmpeg needed there; python3 with numpy and pillow for the PSNR):
 #   1. lucent bench --backend gpu: general_4x on 1920x1080 (target <= 25 ms/frame on an H100) and
 #      generative_4x on 12 MP (target <= 3 s), tensor-core path (default) and, for general_4x, the
-#      FMA fallback (LUCENT_GPU_COOP=0), plain and pipelined (LUCENT_GPU_CONV=fma2, also with
-#      LUCENT_GPU_F16_MATH=1), and the register-blocked kernel (LUCENT_GPU_CONV=rb) for the A/B;
+#      tensor-core path pipelined (LUCENT_GPU_PIPELINE=1), the FMA fallback (LUCENT_GPU_COOP=0)
+#      plain and pipelined (also with LUCENT_GPU_F16_MATH=1), and the register-blocked kernel
+#      (LUCENT_GPU_CONV=rb) for the A/B;
 #   2. LUCENT_GPU_PROFILE=1: per-layer GPU times with each convolution's kernel and TFLOP/s;
 #   3. the side by side: peer vs Lucent whole processes, alternating, 3 rounds, 128x128 and 1080p for
 #      realesr-general-x4v3 (+ 128x128 x4plus), medians, ratio, PSNR over pixels where no channel of
@@ -70,16 +71,19 @@ chmod +x $B $P
 echo "== 1. lucent bench --backend gpu (tensor cores where the adapter lists them)"
 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 $B bench --model-dir $M --model generative_4x --input $PHOTO12 --backend gpu --runs $(( RUNS < 3 ? RUNS : 3 ))
+echo "== 1a. the tensor-core path pipelined (LUCENT_GPU_PIPELINE=1: double-buffered K slices)"
+LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
+LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model generative_4x --input $PHOTO12 --backend gpu --runs $(( RUNS < 3 ? RUNS : 3 ))
 echo "== 1b. the FMA fallback (LUCENT_GPU_COOP=0)"
 LUCENT_GPU_COOP=0 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
-echo "== 1b2. the pipelined FMA GEMM (LUCENT_GPU_CONV=fma2: vec4 tiles, double-buffered), then with f16 math"
-LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
-LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 LUCENT_GPU_F16_MATH=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
+echo "== 1b2. the pipelined FMA GEMM (LUCENT_GPU_PIPELINE=1: vec4 tiles, double-buffered), then with f16 math"
+LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
+LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma LUCENT_GPU_PIPELINE=1 LUCENT_GPU_F16_MATH=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 echo "== 1c. the register-blocked kernel (the CPU adapters' default) on this GPU, for comparison"
 LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=rb $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 echo "== 2. per-layer profile (LUCENT_GPU_PROFILE=1), last run"
 LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 60
-LUCENT_GPU_PROFILE=1 LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma2 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 40
+LUCENT_GPU_PROFILE=1 LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 40
 LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesrgan-x4plus --input $SMALL --backend gpu --runs 1 2>&1 | tail -n 12
 echo "== 3. side by side with realesrgan-ncnn-vulkan (whole processes, alternating)"
 side() { # stem input tag

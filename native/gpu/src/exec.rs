@@ -26,7 +26,7 @@ pub struct LayerTime {
     pub ms: f64,
     /// Multiply-adds x 2 of a convolution step (0 for other steps).
     pub flop: f64,
-    /// The convolution kernel that ran ("coop", "mma-emulated", "fma", "fma2", "rb", "direct"; empty otherwise).
+    /// The convolution kernel that ran ("coop", "mma-emulated", "fma", "rb", "direct"; "+pipelined" appended to a GEMM in that form; empty otherwise).
     pub kernel: String,
 }
 
@@ -153,9 +153,11 @@ enum ConvKernel {
 impl ConvKernel {
     fn name(&self) -> &'static str {
         match self {
-            ConvKernel::Gemm { gemm: Gemm::Fma(c), .. } if c.pipelined => "fma2",
+            ConvKernel::Gemm { gemm: Gemm::Fma(c), .. } if c.pipelined => "fma+pipelined",
             ConvKernel::Gemm { gemm: Gemm::Fma(_), .. } => "fma",
+            ConvKernel::Gemm { gemm: Gemm::Mma(c, MmaMode::Coop { .. }), .. } if c.pipelined => "coop+pipelined",
             ConvKernel::Gemm { gemm: Gemm::Mma(_, MmaMode::Coop { .. }), .. } => "coop",
+            ConvKernel::Gemm { gemm: Gemm::Mma(c, MmaMode::Emulated { .. }), .. } if c.pipelined => "mma-emulated+pipelined",
             ConvKernel::Gemm { gemm: Gemm::Mma(_, MmaMode::Emulated { .. }), .. } => "mma-emulated",
             ConvKernel::Rb { .. } => "rb",
             ConvKernel::Direct => "direct",
@@ -241,15 +243,19 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
     }
     let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
+        // A forced tile takes the handle's form too (when that form of it is valid).
+        let pipe = settings.pipelined;
         let mma = match (settings.conv, settings.mma) {
             (None, Some(plan)) => plan
                 .cfg
+                .map(|c| if pipe && mma::fits_device(&c.pipelined(), &ctx.limits, plan.mode, u32::MAX) { c.pipelined() } else { c })
                 .filter(|c| c.fits(plan.mode))
-                .or_else(|| mma::default_cfg(&ctx.limits, plan.frag, mg <= 16, plan.mode))
+                .or_else(|| mma::default_cfg(&ctx.limits, plan.frag, mg <= 16, plan.mode, pipe))
                 .map(|c| Gemm::Mma(c, plan.mode)),
             _ => None,
         };
-        let gemm = mma.unwrap_or_else(|| Gemm::Fma(settings.conv.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math, settings.fma_pipelined))));
+        let forced = settings.conv.map(|c| if pipe && c.pipelined().valid() { c.pipelined() } else { c });
+        let gemm = mma.unwrap_or_else(|| Gemm::Fma(forced.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math, pipe))));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),
             Gemm::Mma(c, _) => (c.bm, c.bk),
@@ -455,7 +461,7 @@ impl Prep {
         Ok(Prep { net, steps, settings, fused_away, pool: HashMap::new(), last_profile: Vec::new() })
     }
 
-    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "fma2", "rb", "direct"), in order.
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "rb", "direct"; "+pipelined" appended to a GEMM in that form), in order.
     pub fn conv_kernels(&self) -> Vec<&'static str> {
         self.steps
             .iter()

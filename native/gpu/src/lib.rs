@@ -9,7 +9,8 @@
 //! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
 //! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
 //! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600, 3600 on CPU adapters),
-//! `LUCENT_GPU_CONV=fma|fma2[:bm,bn,bk,tm]|rb[:MC,PX]|direct|bm,bn,bk,tm` (force the convolution kernel / tile),
+//! `LUCENT_GPU_CONV=fma|rb[:MC,PX]|direct|bm,bn,bk,tm` (force the convolution kernel / tile),
+//! `LUCENT_GPU_PIPELINE=1` (the GEMM kernels' pipelined form: double-buffered K slices),
 //! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `1` also on CPU adapters; `emulate` forces
 //! the emulated MMA kernel).
 //!
@@ -112,8 +113,9 @@ pub struct Settings {
     pub f16_math: bool,
     /// Force a convolution tile configuration (tests); None = chosen from the limits.
     pub conv: Option<ConvCfg>,
-    /// Where the tile is chosen from the limits: the FMA GEMM's pipelined form (`LUCENT_GPU_CONV=fma2`).
-    pub fma_pipelined: bool,
+    /// The GEMM kernels (FMA and MMA) in their pipelined form: double-buffered K slices, and
+    /// for the FMA GEMM vec4 tiles (`LUCENT_GPU_PIPELINE=1`).
+    pub pipelined: bool,
     /// Per-layer timestamps (only with TIMESTAMP_QUERY).
     pub profile: bool,
     /// Use the direct convolution kernel everywhere (no workgroup-memory tiling).
@@ -155,23 +157,17 @@ struct ConvEnv {
     direct: bool,
     /// The register-blocked kernel and its tile.
     rb: Option<rb::RbCfg>,
-    /// The FMA GEMM's default tiles in their pipelined form.
-    fma_pipelined: bool,
 }
 
 /// The convolution kernel `LUCENT_GPU_CONV` forces: `direct`, a GEMM tile `bm,bn,bk,tm`, `rb` or
-/// `rb:MC,PX` (the register-blocked kernel on any device), `fma` (none of those: the GEMMs),
-/// `fma2` or `fma2:bm,bn,bk,tm` (the pipelined FMA GEMM). Unset, CPU adapters get the
-/// register-blocked kernel with its default tile and GPUs nothing forced.
+/// `rb:MC,PX` (the register-blocked kernel on any device), `fma` (none of those: the GEMMs).
+/// Unset, CPU adapters get the register-blocked kernel with its default tile and GPUs nothing
+/// forced.
 fn conv_env(cpu_adapter: bool) -> ConvEnv {
     let Ok(v) = std::env::var("LUCENT_GPU_CONV") else {
         return ConvEnv { rb: cpu_adapter.then_some(rb::RbCfg::DEFAULT), ..Default::default() };
     };
     let nums = |t: &str| -> Vec<u32> { t.split(',').filter_map(|x| x.trim().parse().ok()).collect() };
-    let tile = |t: &str| {
-        let n = nums(t);
-        (n.len() == 4).then(|| ConvCfg::new(n[0], n[1], n[2], n[3]))
-    };
     if v == "direct" {
         return ConvEnv { direct: true, ..Default::default() };
     }
@@ -180,11 +176,9 @@ fn conv_env(cpu_adapter: bool) -> ConvEnv {
         let c = if n.len() == 2 { rb::RbCfg { mc: n[0], px: n[1] } } else { rb::RbCfg::DEFAULT };
         return ConvEnv { rb: Some(if c.valid() { c } else { rb::RbCfg::DEFAULT }), ..Default::default() };
     }
-    if let Some(rest) = v.strip_prefix("fma2") {
-        let gemm = tile(rest.trim_start_matches(':')).map(|c| c.pipelined()).filter(|c| c.valid());
-        return ConvEnv { gemm, fma_pipelined: true, ..Default::default() };
-    }
-    ConvEnv { gemm: tile(&v).filter(|c| c.valid()), ..Default::default() }
+    let n = nums(&v);
+    let gemm = (n.len() == 4).then(|| ConvCfg::new(n[0], n[1], n[2], n[3])).filter(|c| c.valid());
+    ConvEnv { gemm, ..Default::default() }
 }
 
 type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
@@ -532,7 +526,7 @@ impl GpuBackend {
             f16: dev.summary.f16 && !opts.force_f32 && !env_flag("LUCENT_GPU_F32"),
             f16_math: env_flag("LUCENT_GPU_F16_MATH"),
             conv: env.gemm,
-            fma_pipelined: env.fma_pipelined,
+            pipelined: env_flag("LUCENT_GPU_PIPELINE"),
             profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
             conv_direct: env.direct,
             mma: None,
@@ -565,7 +559,7 @@ impl GpuBackend {
     /// The MMA tile configuration wide layers get on this device with this handle's plan.
     pub fn mma_cfg(&self) -> Option<MmaCfg> {
         let plan = self.settings.mma?;
-        plan.cfg.or_else(|| mma::default_cfg(&self.dev.summary.limits, plan.frag, false, plan.mode))
+        plan.cfg.or_else(|| mma::default_cfg(&self.dev.summary.limits, plan.frag, false, plan.mode, self.settings.pipelined))
     }
 
     pub fn adapter_name(&self) -> &str {
@@ -617,7 +611,7 @@ impl GpuBackend {
     }
 
     pub fn conv_cfg(&self) -> ConvCfg {
-        self.settings.conv.unwrap_or_else(|| exec::default_cfg(&self.dev.summary.limits, false, self.settings.f16_math, self.settings.fma_pipelined))
+        self.settings.conv.unwrap_or_else(|| exec::default_cfg(&self.dev.summary.limits, false, self.settings.f16_math, self.settings.pipelined))
     }
 
     /// Allocate and free a GPU buffer of `bytes` (diagnostics: shows the error path for
@@ -690,7 +684,7 @@ impl GpuPrepared {
     pub fn net(&self) -> &Arc<Net> {
         &self.net
     }
-    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "fma2", "rb", "direct"), in order.
+    /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "rb", "direct"; "+pipelined" appended to a GEMM in that form), in order.
     pub fn conv_kernels(&self) -> Result<Vec<String>> {
         let id = self.id;
         self.dev.call(move |ctx| {

@@ -18,6 +18,11 @@
 //! - each subgroup owns `R` warp tiles of WM x WN fragments of F x F and multiplies
 //!   `coopLoad` (column-major) A fragments by `coopLoadT` (row-major) B fragments.
 //!
+//! Pipelined (`MmaCfg::pipelined`, `LUCENT_GPU_PIPELINE=1`): `As` and `Bs` have two stages;
+//! the next K slice is fetched into registers while the current stage is multiplied, then
+//! stored into the other stage, so a slice costs one barrier and its memory latency overlaps
+//! the matrix operations.
+//!
 //! After the K loop the fragments go row-major into `Cs` (f32, BM x BN) and every invocation
 //! applies the fused epilogue (bias, activation, PReLU, residual) with coalesced writes.
 //! Workgroup tiles whose warp tiles outnumber the subgroups (larger subgroups than planned) are
@@ -52,6 +57,9 @@ pub struct MmaCfg {
     pub wn: u32,
     /// Invocations per workgroup.
     pub wg: u32,
+    /// Double-buffered K slices: the next slice is fetched into registers while the current one
+    /// is multiplied, then stored into the other of two tile buffers; one barrier per slice.
+    pub pipelined: bool,
 }
 
 impl MmaCfg {
@@ -64,9 +72,14 @@ impl MmaCfg {
         let nsg = (self.wg / sg.max(1)).max(1);
         self.warp_tiles().div_ceil(nsg)
     }
+    /// The same tiles, pipelined.
+    pub const fn pipelined(self) -> MmaCfg {
+        MmaCfg { pipelined: true, ..self }
+    }
     pub fn shared_bytes(&self, f16_tiles: bool) -> u32 {
-        // As + Bs, then Cs with its scratch rows for surplus subgroups.
-        (self.bk * self.bm + self.bk * self.bn) * if f16_tiles { 2 } else { 4 } + (self.bm + self.wm * self.frag) * self.bn * 4
+        // As + Bs (twice when pipelined), then Cs with its scratch rows for surplus subgroups.
+        let stages = if self.pipelined { 2 } else { 1 };
+        (self.bk * self.bm + self.bk * self.bn) * if f16_tiles { 2 } else { 4 } * stages + (self.bm + self.wm * self.frag) * self.bn * 4
     }
     pub fn valid(&self) -> bool {
         let f = self.frag;
@@ -96,7 +109,7 @@ impl MmaCfg {
 
 /// The tile configurations tried, widest first: (wide M list, narrow M list) for fragment F.
 pub fn cfg_lists(frag: u32) -> (Vec<MmaCfg>, Vec<MmaCfg>) {
-    let c = |bm, bn, bk, wm, wn, wg| MmaCfg { frag, bm, bn, bk, wm, wn, wg };
+    let c = |bm, bn, bk, wm, wn, wg| MmaCfg { frag, bm, bn, bk, wm, wn, wg, pipelined: false };
     if frag == 16 {
         (
             vec![c(64, 64, 32, 2, 2, 128), c(32, 64, 16, 1, 2, 128), c(16, 64, 16, 1, 1, 128)],
@@ -110,15 +123,22 @@ pub fn cfg_lists(frag: u32) -> (Vec<MmaCfg>, Vec<MmaCfg>) {
     }
 }
 
-/// The first configuration of the list that fits the device's limits.
-pub fn default_cfg(limits: &wgpu::Limits, frag: u32, small_m: bool, mode: MmaMode) -> Option<MmaCfg> {
+/// The first configuration of the list that fits the device's limits (pipelined: in that
+/// form, whose tiles take twice the workgroup memory).
+pub fn default_cfg(limits: &wgpu::Limits, frag: u32, small_m: bool, mode: MmaMode, pipelined: bool) -> Option<MmaCfg> {
     let (wide, narrow) = cfg_lists(frag);
-    let f16_tiles = !matches!(mode, MmaMode::Emulated { f16_tiles: false, .. });
     let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
     let list = if small_m { narrow } else { wide };
-    list.into_iter().find(|c| {
-        c.fits(mode) && c.wg <= threads && c.shared_bytes(f16_tiles) <= limits.max_compute_workgroup_storage_size
-    })
+    list.into_iter()
+        .map(|c| if pipelined { c.pipelined() } else { c })
+        .find(|c| fits_device(c, limits, mode, threads))
+}
+
+/// Whether configuration `c` runs in `mode` within the device's limits (`threads`: the
+/// workgroup size it allows).
+pub fn fits_device(c: &MmaCfg, limits: &wgpu::Limits, mode: MmaMode, threads: u32) -> bool {
+    let f16_tiles = !matches!(mode, MmaMode::Emulated { f16_tiles: false, .. });
+    c.fits(mode) && c.wg <= threads && c.shared_bytes(f16_tiles) <= limits.max_compute_workgroup_storage_size
 }
 
 /// The fragment size to use with the adapter's cooperative-matrix configurations: 16 when
@@ -152,7 +172,7 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
     s.push_str(&conv_common());
     let tt = if tiles16 { "f16" } else { "f32" };
     s.push_str(&format!(
-        "alias TT = {tt};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst F: u32 = {f}u;\nconst WM: u32 = {}u;\nconst WN: u32 = {}u;\nconst NWN: u32 = {}u;\nconst NW: u32 = {}u;\nconst WG: u32 = {}u;\n",
+        "alias TT = {tt};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst F: u32 = {f}u;\nconst WM: u32 = {}u;\nconst WN: u32 = {}u;\nconst NWN: u32 = {}u;\nconst NW: u32 = {}u;\nconst WG: u32 = {}u;\nconst NS: u32 = {}u;\n",
         c.bm,
         c.bn,
         c.bk,
@@ -160,7 +180,8 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
         c.wn,
         c.bn / (c.wn * f),
         c.warp_tiles(),
-        c.wg
+        c.wg,
+        if c.pipelined { 2 } else { 1 }
     ));
     // Rounding of a staged value to the tile type (f16 semantics in both cases). Without f16,
     // r16 rounds the f32 mantissa to f16's 10 bits, to nearest even (core WGSL only; equal to
@@ -183,8 +204,8 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
     let prologue = GEMM_PROLOGUE;
     s.push_str(&format!(
         r#"
-var<workgroup> As: array<TT, BK * BM>;
-var<workgroup> Bs: array<TT, BK * BN>;
+var<workgroup> As: array<TT, NS * BK * BM>;
+var<workgroup> Bs: array<TT, NS * BK * BN>;
 var<workgroup> Cs: array<f32, BM * BN + WM * F * BN>;
 
 @compute @workgroup_size(WG)
@@ -221,37 +242,50 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
             }
         }
     }
-    s.push_str(&format!(
-        r#"    for (var k0 = 0u; k0 < kpad; k0 += BK) {{
-        for (var q = 0u; q < (BK * BM) / WG; q++) {{
-            let e = li + q * WG;
-            let v = f32(W[wbase + (k0 + e / BM) * mpad + e % BM]);
-            As[e] = {to_tile};
-        }}
-        for (var q = 0u; q < (BK * BN) / WG; q++) {{
-            let k = k0 + brow + q * (WG / BN);
-            var v = 0.0;
-            if (k < K && pok) {{
-                let tb = 25u + 3u * k;
-                let iy = iy0 + i32(P[tb]);
-                let ix = ix0 + i32(P[tb + 1u]);
-                if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {{
-                    v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);
-                }} else {{
-                    v = padv;
-                }}
-            }}
-            Bs[li + q * WG] = {to_tile};
-        }}
-        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk += F) {{
-"#
-    ));
+    // Staging of one K slice from k0: A (weights, column-major tile) and B (the im2col gather,
+    // row-major tile), one element per invocation and q. Plain: straight into the tiles, two
+    // barriers per slice. Pipelined: the next slice goes to registers (pa / pb) while the current
+    // one is multiplied, then into the other stage; one barrier per slice.
+    let (na, nb) = ((c.bk * c.bm) / c.wg, (c.bk * c.bn) / c.wg);
+    let fetch_a = |q: u32| format!("f32(W[wbase + (k0 + (li + {q}u * WG) / BM) * mpad + (li + {q}u * WG) % BM])");
+    let fetch_b = |q: u32| {
+        format!(
+            "{{\n                let k = k0 + brow + {q}u * (WG / BN);\n                var v = 0.0;\n                if (k < K && pok) {{\n                    let tb = 25u + 3u * k;\n                    let iy = iy0 + i32(P[tb]);\n                    let ix = ix0 + i32(P[tb + 1u]);\n                    if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {{\n                        v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);\n                    }} else {{\n                        v = padv;\n                    }}\n                }}\n                pv = v;\n            }}\n"
+        )
+    };
+    if c.pipelined {
+        let mut fetch = String::new();
+        let mut stash = String::new();
+        for q in 0..na {
+            s.push_str(&format!("    var pa{q} = TT(0.0);\n"));
+            fetch.push_str(&format!("            {{ let v = {}; pa{q} = {to_tile}; }}\n", fetch_a(q)));
+            stash.push_str(&format!("            As[st * BK * BM + li + {q}u * WG] = pa{q};\n"));
+        }
+        for q in 0..nb {
+            s.push_str(&format!("    var pb{q} = TT(0.0);\n"));
+            fetch.push_str(&format!("            {{\n                var pv = 0.0;\n                {}                let v = pv;\n                pb{q} = {to_tile};\n            }}\n", fetch_b(q)));
+            stash.push_str(&format!("            Bs[st * BK * BN + li + {q}u * WG] = pb{q};\n"));
+        }
+        s.push_str(&format!(
+            "    let steps = kpad / BK;\n    {{\n        let k0 = 0u;\n        let st = 0u;\n{fetch}{stash}    }}\n    workgroupBarrier();\n    for (var t = 0u; t < steps; t++) {{\n        let more = t + 1u < steps;\n        if (more) {{\n            let k0 = (t + 1u) * BK;\n{fetch}        }}\n        let ab = (t % 2u) * BK * BM;\n        let bb = (t % 2u) * BK * BN;\n        for (var kk = 0u; kk < BK; kk += F) {{\n"
+        ));
+    } else {
+        let mut stage = String::new();
+        for q in 0..na {
+            stage.push_str(&format!("        {{ let v = {}; As[li + {q}u * WG] = {to_tile}; }}\n", fetch_a(q)));
+        }
+        for q in 0..nb {
+            stage.push_str(&format!("        {{\n            var pv = 0.0;\n            {}            let v = pv;\n            Bs[li + {q}u * WG] = {to_tile};\n        }}\n", fetch_b(q)));
+        }
+        s.push_str(&format!(
+            "    for (var k0 = 0u; k0 < kpad; k0 += BK) {{\n{stage}        workgroupBarrier();\n        let ab = 0u;\n        let bb = 0u;\n        for (var kk = 0u; kk < BK; kk += F) {{\n"
+        ));
+    }
     for r in 0..r_tiles {
         s.push_str("            {\n");
         // Fragment loads: A column-major from As (stride BM), B row-major from Bs (stride BN).
         for i in 0..c.wm {
-            let off = format!("kk * BM + wmo{r} + {i}u * F");
+            let off = format!("ab + kk * BM + wmo{r} + {i}u * F");
             if coop {
                 s.push_str(&format!("                let a{i} = coopLoad<coop_mat{f}x{f}<f16, A>>(&As[{off}], BM);\n"));
             } else {
@@ -259,7 +293,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
             }
         }
         for j in 0..c.wn {
-            let off = format!("kk * BN + wno{r} + {j}u * F");
+            let off = format!("bb + kk * BN + wno{r} + {j}u * F");
             if coop {
                 s.push_str(&format!("                let b{j} = coopLoadT<coop_mat{f}x{f}<f16, B>>(&Bs[{off}], BN);\n"));
             } else {
@@ -285,7 +319,18 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         }
         s.push_str("            }\n");
     }
-    s.push_str("        }\n        workgroupBarrier();\n    }\n");
+    if c.pipelined {
+        let mut stash = String::new();
+        for q in 0..na {
+            stash.push_str(&format!("            As[st * BK * BM + li + {q}u * WG] = pa{q};\n"));
+        }
+        for q in 0..nb {
+            stash.push_str(&format!("            Bs[st * BK * BN + li + {q}u * WG] = pb{q};\n"));
+        }
+        s.push_str(&format!("        }}\n        if (more) {{\n            let st = (t + 1u) % 2u;\n{stash}        }}\n        workgroupBarrier();\n    }}\n"));
+    } else {
+        s.push_str("        }\n        workgroupBarrier();\n    }\n");
+    }
     // Fragments to Cs, row-major (stride BN).
     for r in 0..r_tiles {
         s.push_str("    {\n");

@@ -60,8 +60,10 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
         }
         for frag in [16, 8] {
             let (wide, narrow) = mma::cfg_lists(frag);
-            for c in wide.into_iter().chain(narrow) {
-                let name = |m: &str| format!("conv_mma:{p}:{m}:frag{frag}:{}x{}x{}:w{}x{}:wg{}", c.bm, c.bn, c.bk, c.wm, c.wn, c.wg);
+            // Every tile, plain and pipelined.
+            for c in wide.into_iter().chain(narrow).flat_map(|c| [c, c.pipelined()]) {
+                let form = if c.pipelined { ":pipelined" } else { "" };
+                let name = |m: &str| format!("conv_mma:{p}:{m}:frag{frag}:{}x{}x{}:w{}x{}:wg{}{form}", c.bm, c.bn, c.bk, c.wm, c.wn, c.wg);
                 for sg_max in [32, 64] {
                     v.push((name(&format!("coop-sg{sg_max}")), mma::conv_mma(f16, c, MmaMode::Coop { sg_max }), true, true));
                 }

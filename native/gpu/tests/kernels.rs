@@ -50,7 +50,7 @@ fn check_gemm(name: &str, be: &GpuBackend, net: Net, inputs: Vec<(&str, Tensor)>
     let mut vars = variants(&be.with_settings(|s| s.rb = None));
     for (label, b, bound) in variants(&be.with_settings(|s| {
         s.rb = None;
-        s.fma_pipelined = true;
+        s.pipelined = true;
     })) {
         vars.push((format!("{label} pipelined"), b, bound));
     }
@@ -86,10 +86,10 @@ fn convolution_gemm_all_tile_configs() {
     let net = conv_net(&mut r, "Convolution", 32, 8, 1, 1, 1, "9=4", false);
     check_on("conv1x1 32->8 sigmoid", &vars, net.clone(), vec![("in", r.tensor(32, 9, 11))], &["out"]);
     // The kernel each form reports (the profile's name for it).
-    for (pipelined, want) in [(false, "fma"), (true, "fma2")] {
+    for (pipelined, want) in [(false, "fma"), (true, "fma+pipelined")] {
         let h = be.with_settings(|s| {
             s.rb = None;
-            s.fma_pipelined = pipelined;
+            s.pipelined = pipelined;
         });
         let p = h.prepare_gpu(Arc::new(net.clone())).unwrap();
         assert_eq!(p.conv_kernels().unwrap(), vec![want.to_string()]);

@@ -23,16 +23,17 @@ mod common;
 use common::{backend, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
-use lucent_gpu::mma::{cfg_lists, MmaCfg, MmaMode};
+use lucent_gpu::mma::{cfg_lists, fits_device, MmaCfg, MmaMode};
 use lucent_gpu::{GpuBackend, MmaPlan};
 use std::sync::Arc;
 
 const BOUND: f32 = 2e-3;
 
-/// Handles: every storage precision the device has x the given MMA plans, each labelled.
+/// Handles: every storage precision the device has x the given MMA plans x plain and
+/// pipelined, each labelled.
 fn handles_for(be: &GpuBackend, plans: &[MmaPlan]) -> Vec<(String, GpuBackend)> {
     let mut v = Vec::new();
-    for f16 in [false, true] {
+    for (f16, pipelined) in [(false, false), (false, true), (true, false), (true, true)] {
         if f16 && !be.f16_available() {
             eprintln!("adapter {} has no SHADER_F16: f16 storage not tested here", be.adapter_name());
             continue;
@@ -43,6 +44,7 @@ fn handles_for(be: &GpuBackend, plans: &[MmaPlan]) -> Vec<(String, GpuBackend)> 
                 s.conv = None;
                 s.conv_direct = false;
                 s.mma = Some(plan);
+                s.pipelined = pipelined;
             });
             assert_eq!(h.settings().mma, Some(plan), "MMA plan refused");
             let tiles = match plan.mode {
@@ -50,8 +52,9 @@ fn handles_for(be: &GpuBackend, plans: &[MmaPlan]) -> Vec<(String, GpuBackend)> 
                 MmaMode::Emulated { sg, f16_tiles } => format!("sg{sg} tiles {}", if f16_tiles { "f16" } else { "f32(rounded)" }),
             };
             let label = format!(
-                "{} frag{} {tiles}{}",
+                "{}{} frag{} {tiles}{}",
                 if f16 { "f16" } else { "f32" },
+                if pipelined { " pipelined" } else { "" },
                 plan.frag,
                 plan.cfg.map(|c| format!(" {}x{}x{} w{}x{}", c.bm, c.bn, c.bk, c.wm, c.wn)).unwrap_or_default()
             );
@@ -79,19 +82,25 @@ fn coop(be: &GpuBackend, cfg: Option<MmaCfg>) -> MmaPlan {
     })
 }
 
+/// The kernel name a handle's convolutions must report.
+fn expected_kernel(h: &GpuBackend) -> String {
+    let base = match h.settings().mma.map(|p| p.mode) {
+        Some(MmaMode::Coop { .. }) => "coop",
+        _ => "mma-emulated",
+    };
+    format!("{base}{}", if h.settings().pipelined { "+pipelined" } else { "" })
+}
+
 fn check(name: &str, hs: &[(String, GpuBackend)], net: Net, x: Tensor) {
     let i = net.blob("in").unwrap();
     let o = net.blob("out").unwrap();
     let want = reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap_or_else(|e| panic!("{name}: reference: {e}"));
     let net = Arc::new(net);
     for (label, h) in hs {
-        let expect = match h.settings().mma.map(|p| p.mode) {
-            Some(MmaMode::Coop { .. }) => "coop",
-            _ => "mma-emulated",
-        };
+        let expect = expected_kernel(h);
         let p = h.prepare_gpu(net.clone()).unwrap_or_else(|e| panic!("{name} [{label}]: prepare: {e}"));
         let kernels = p.conv_kernels().unwrap();
-        assert!(!kernels.is_empty() && kernels.iter().all(|k| k == expect), "{name} [{label}]: kernels {kernels:?}");
+        assert!(!kernels.is_empty() && kernels.iter().all(|k| *k == expect), "{name} [{label}]: kernels {kernels:?}");
         let got = lucent_core::Prepared::run(&p, &[(i, &x)], &[o], &Cancel::new()).unwrap_or_else(|e| panic!("{name} [{label}]: run: {e}"));
         let e = rel_err(&got[0], &want[0]);
         println!("{name:<34} [{label}] {:<12} rel err {e:.2e}", got[0].shape_string());
@@ -125,9 +134,17 @@ fn every_tile_config(be: &GpuBackend, frag: u32, plan: impl Fn(MmaCfg) -> MmaPla
     let net = conv_net(&mut r, "Convolution", 19, 70, 3, 3, 1, "4=1 9=2 -23310=1,0.1", true);
     let x = r.tensor(19, 17, 23);
     let (wide, narrow) = cfg_lists(frag);
+    let threads = be.limits().max_compute_invocations_per_workgroup;
     for c in wide.into_iter().chain(narrow) {
-        let hs = handles_for(be, &[plan(c)]);
-        check(&format!("conv3x3 19->70 leaky f{frag}"), &hs[..1], net.clone(), x.clone());
+        let p = plan(c);
+        // f32 storage, plain and (where its double tiles fit this device) pipelined
+        let mut hs = handles_for(be, &[p]);
+        hs.truncate(2);
+        if !fits_device(&c.pipelined(), be.limits(), p.mode, threads) {
+            println!("{c:?}: the pipelined form does not fit this device's workgroup memory; plain only");
+            hs.truncate(1);
+        }
+        check(&format!("conv3x3 19->70 leaky f{frag}"), &hs, net.clone(), x.clone());
     }
 }
 
@@ -180,11 +197,17 @@ fn real_coop_whole_network() {
 }
 
 fn whole_network(be: &GpuBackend, plan: MmaPlan, kernel: &str) {
+    whole_network_form(be, plan, kernel, false);
+    whole_network_form(be, plan, &format!("{kernel}+pipelined"), true);
+}
+
+fn whole_network_form(be: &GpuBackend, plan: MmaPlan, kernel: &str, pipelined: bool) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/sr/realesr-general-x4v3");
     let net = Arc::new(Net::load_stem(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
     let h = be.with_settings(|s| {
         s.f16 = false;
         s.mma = Some(plan);
+        s.pipelined = pipelined;
     });
     let mut r = Rng::new(14);
     let mut x = r.tensor(3, 12, 10);

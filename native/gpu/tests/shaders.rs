@@ -209,11 +209,19 @@ fn cooperative_matrix_selection_and_tile_plans() {
     let coop = MmaMode::Coop { sg_max: 32 };
     // 48 KiB of workgroup memory (NVIDIA): the widest tile; WebGPU's default 16 KiB: a smaller one.
     let big = wgpu::Limits { max_compute_workgroup_storage_size: 49152, ..wgpu::Limits::default() };
-    let c = default_cfg(&big, 16, false, coop).unwrap();
-    assert_eq!((c.bm, c.bn, c.bk), (64, 64, 32));
+    let c = default_cfg(&big, 16, false, coop, false).unwrap();
+    assert_eq!((c.bm, c.bn, c.bk, c.pipelined), (64, 64, 32, false));
     assert!(c.shared_bytes(true) > 16384);
-    let small = default_cfg(&wgpu::Limits::default(), 16, false, coop).unwrap();
+    let small = default_cfg(&wgpu::Limits::default(), 16, false, coop, false).unwrap();
     assert!(small.shared_bytes(true) <= 16384 && small.bm < 64, "{small:?}");
+    // Pipelined: the same widest tile still fits NVIDIA's 48 KiB with its two stages (41 KiB);
+    // lavapipe's 32 KiB takes the next one.
+    let p = default_cfg(&big, 16, false, coop, true).unwrap();
+    assert_eq!((p.bm, p.bn, p.bk, p.pipelined), (64, 64, 32, true));
+    assert!(p.shared_bytes(true) > c.shared_bytes(true) && p.shared_bytes(true) <= 49152);
+    let mid = wgpu::Limits { max_compute_workgroup_storage_size: 32768, ..wgpu::Limits::default() };
+    let p = default_cfg(&mid, 16, false, coop, true).unwrap();
+    assert!(p.pipelined && p.bm < 64 && p.shared_bytes(true) <= 32768, "{p:?}");
     // Warp tiles per subgroup: 4 warp tiles, 128 invocations: 1 each with 32-wide subgroups,
     // 2 each with 64-wide ones (AMD wave64).
     assert_eq!((c.warp_tiles(), c.per_subgroup(32), c.per_subgroup(64)), (4, 1, 2));
@@ -222,7 +230,7 @@ fn cooperative_matrix_selection_and_tile_plans() {
 #[test]
 #[ignore = "prints one kernel: [LUCENT_DUMP_KERNEL=name-part] cargo test --release -p lucent-gpu --test shaders -- --ignored --nocapture"]
 fn dump_kernel() {
-    let part = std::env::var("LUCENT_DUMP_KERNEL").unwrap_or_else(|_| ":coop-sg32:frag16:64x64x32".into());
+    let part = std::env::var("LUCENT_DUMP_KERNEL").unwrap_or_else(|_| ":coop-sg32:frag16:64x64x32:w2x2:wg128".into());
     let v = shader_variants().into_iter().find(|v| v.0.contains(&part)).unwrap_or_else(|| panic!("no variant named like {part}"));
     println!("// {}\n{}", v.0, v.1);
 }
