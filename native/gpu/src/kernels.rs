@@ -183,6 +183,23 @@ pub(crate) const GEMM_PROLOGUE: &str = r#"    let in_c = P[0]; let in_h = P[1]; 
     let xb0 = i32(xbase) + iy0 * i32(in_w) + ix0;
 "#;
 
+/// One element of the implicit GEMM's B (the im2col gather) at K row `k` for the thread's fixed
+/// output pixel (origin from `GEMM_PROLOGUE`): offsets from the gather table (params from 25), the
+/// pad value outside the image, 0 past K or past the last pixel. Shared by the FMA GEMM (both
+/// forms) and the MMA kernel.
+pub(crate) const GEMM_GATHER: &str = r#"
+fn gather(k: u32, kmax: u32, pok: bool, iy0: i32, ix0: i32, xb0: i32, in_h: u32, in_w: u32, padv: f32) -> f32 {
+    if (k >= kmax || !pok) { return 0.0; }
+    let tb = 25u + 3u * k;
+    let iy = iy0 + i32(P[tb]);
+    let ix = ix0 + i32(P[tb + 1u]);
+    if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {
+        return f32(X[u32(xb0 + i32(P[tb + 2u]))]);
+    }
+    return padv;
+}
+"#;
+
 /// Implicit-GEMM convolution. Params: 0 in_c (per group), 1 in_h, 2 in_w, 3 out_c, 4 out_h,
 /// 5 out_w, 6 kh, 7 kw, 8 sh, 9 sw, 10 dh, 11 dw, 12 pad_top, 13 pad_left, 14 pad value,
 /// 15..20 epilogue, 21 out per group, 22 mpad (weights' padded M), 23 K, 24 kpad, and from 25
@@ -205,6 +222,7 @@ pub fn conv_gemm(f16: bool, acc16: bool, c: ConvCfg) -> String {
     let acc = if acc16 { "f16" } else { "f32" };
     let mut s = header(f16);
     s.push_str(CONV_COMMON);
+    s.push_str(GEMM_GATHER);
     s.push_str(&format!(
         "alias ACC = {acc};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\nconst MT: u32 = {}u;\nconst NT: u32 = {}u;\nconst WG: u32 = {}u;\n",
         c.bm,
@@ -235,19 +253,7 @@ ACC_DECL
             As[e] = ACC(W[wbase + (k0 + e / BM) * mpad + e % BM]);
         }
         for (var r = 0u; r < (BK * BN) / WG; r++) {
-            let k = k0 + brow + r * (WG / BN);
-            var v = 0.0;
-            if (k < K && pok) {
-                let tb = 25u + 3u * k;
-                let iy = iy0 + i32(P[tb]);
-                let ix = ix0 + i32(P[tb + 1u]);
-                if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {
-                    v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);
-                } else {
-                    v = padv;
-                }
-            }
-            Bs[li + r * WG] = ACC(v);
+            Bs[li + r * WG] = ACC(gather(k0 + brow + r * (WG / BN), K, pok, iy0, ix0, xb0, in_h, in_w, padv));
         }
         workgroupBarrier();
         for (var k = 0u; k < BK; k++) {
@@ -287,6 +293,7 @@ fn conv_gemm_pipelined(f16: bool, acc16: bool, c: ConvCfg) -> String {
     let br = c.bk * c.bn / wg;
     let mut s = header(f16);
     s.push_str(CONV_COMMON);
+    s.push_str(GEMM_GATHER);
     s.push_str(&format!(
         "alias ACC = {acc};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\nconst NT: u32 = {}u;\nconst WG: u32 = {wg}u;\nconst AV: u32 = {av}u;\nconst BQ: u32 = {}u;\nconst BV: u32 = {}u;\n",
         c.bm,
@@ -326,7 +333,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     for r in 0..br {
         decl.push_str(&format!("    var pb{r} = ACC(0.0);\n"));
         fetch.push_str(&format!(
-            "        {{\n            let k = k0 + brow + {}u;\n            var v = 0.0;\n            if (k < K && pok) {{\n                let tb = 25u + 3u * k;\n                let iy = iy0 + i32(P[tb]);\n                let ix = ix0 + i32(P[tb + 1u]);\n                if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {{\n                    v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);\n                }} else {{\n                    v = padv;\n                }}\n            }}\n            pb{r} = ACC(v);\n        }}\n",
+            "        pb{r} = ACC(gather(k0 + brow + {}u, K, pok, iy0, ix0, xb0, in_h, in_w, padv));\n",
             r * (wg / c.bn)
         ));
         stash.push_str(&format!("        Bs[st * BV + (brow + {}u) * NT + bq][bc] = pb{r};\n", r * (wg / c.bn)));

@@ -28,7 +28,7 @@
 //! Workgroup tiles whose warp tiles outnumber the subgroups (larger subgroups than planned) are
 //! covered by the `R` warp tiles per subgroup, planned for the adapter's largest subgroup size.
 
-use crate::kernels::{conv_common, header_with, GEMM_PROLOGUE};
+use crate::kernels::{conv_common, header_with, GEMM_GATHER, GEMM_PROLOGUE};
 
 /// Which implementation of the fragment operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -170,6 +170,7 @@ pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
     let mut s = String::from(if coop { "enable wgpu_cooperative_matrix;\n" } else { "" });
     s.push_str(&header_with(f16, tiles16 || f16));
     s.push_str(&conv_common());
+    s.push_str(GEMM_GATHER);
     let tt = if tiles16 { "f16" } else { "f32" };
     s.push_str(&format!(
         "alias TT = {tt};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst F: u32 = {f}u;\nconst WM: u32 = {}u;\nconst WN: u32 = {}u;\nconst NWN: u32 = {}u;\nconst NW: u32 = {}u;\nconst WG: u32 = {}u;\nconst NS: u32 = {}u;\n",
@@ -248,11 +249,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     // one is multiplied, then into the other stage; one barrier per slice.
     let (na, nb) = ((c.bk * c.bm) / c.wg, (c.bk * c.bn) / c.wg);
     let fetch_a = |q: u32| format!("f32(W[wbase + (k0 + (li + {q}u * WG) / BM) * mpad + (li + {q}u * WG) % BM])");
-    let fetch_b = |q: u32| {
-        format!(
-            "{{\n                let k = k0 + brow + {q}u * (WG / BN);\n                var v = 0.0;\n                if (k < K && pok) {{\n                    let tb = 25u + 3u * k;\n                    let iy = iy0 + i32(P[tb]);\n                    let ix = ix0 + i32(P[tb + 1u]);\n                    if (iy >= 0 && iy < i32(in_h) && ix >= 0 && ix < i32(in_w)) {{\n                        v = f32(X[u32(xb0 + i32(P[tb + 2u]))]);\n                    }} else {{\n                        v = padv;\n                    }}\n                }}\n                pv = v;\n            }}\n"
-        )
-    };
+    let fetch_b = |q: u32| format!("gather(k0 + brow + {q}u * (WG / BN), K, pok, iy0, ix0, xb0, in_h, in_w, padv)");
     if c.pipelined {
         let mut fetch = String::new();
         let mut stash = String::new();
@@ -263,7 +260,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         }
         for q in 0..nb {
             s.push_str(&format!("    var pb{q} = TT(0.0);\n"));
-            fetch.push_str(&format!("            {{\n                var pv = 0.0;\n                {}                let v = pv;\n                pb{q} = {to_tile};\n            }}\n", fetch_b(q)));
+            fetch.push_str(&format!("            {{ let v = {}; pb{q} = {to_tile}; }}\n", fetch_b(q)));
             stash.push_str(&format!("            Bs[st * BK * BN + li + {q}u * WG] = pb{q};\n"));
         }
         s.push_str(&format!(
@@ -275,7 +272,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
             stage.push_str(&format!("        {{ let v = {}; As[li + {q}u * WG] = {to_tile}; }}\n", fetch_a(q)));
         }
         for q in 0..nb {
-            stage.push_str(&format!("        {{\n            var pv = 0.0;\n            {}            let v = pv;\n            Bs[li + {q}u * WG] = {to_tile};\n        }}\n", fetch_b(q)));
+            stage.push_str(&format!("        {{ let v = {}; Bs[li + {q}u * WG] = {to_tile}; }}\n", fetch_b(q)));
         }
         s.push_str(&format!(
             "    for (var k0 = 0u; k0 < kpad; k0 += BK) {{\n{stage}        workgroupBarrier();\n        let ab = 0u;\n        let bb = 0u;\n        for (var kk = 0u; kk < BK; kk += F) {{\n"
