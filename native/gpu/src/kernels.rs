@@ -219,20 +219,8 @@ pub fn conv_gemm(f16: bool, acc16: bool, c: ConvCfg) -> String {
     if c.pipelined {
         return conv_gemm_pipelined(f16, acc16, c);
     }
-    let acc = if acc16 { "f16" } else { "f32" };
-    let mut s = header(f16);
-    s.push_str(CONV_COMMON);
-    s.push_str(GEMM_GATHER);
-    s.push_str(&format!(
-        "alias ACC = {acc};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\nconst MT: u32 = {}u;\nconst NT: u32 = {}u;\nconst WG: u32 = {}u;\n",
-        c.bm,
-        c.bn,
-        c.bk,
-        c.tm,
-        c.bm / c.tm,
-        c.bn / ConvCfg::TN,
-        c.threads()
-    ));
+    let mut s = gemm_head(f16, acc16, c);
+    s.push_str(&format!("const MT: u32 = {}u;\n", c.bm / c.tm));
     s.push_str(
         r#"
 var<workgroup> As: array<ACC, BK * BM>;
@@ -282,28 +270,35 @@ ACC_STORE
     s.replace("ACC_DECL", &decl).replace("ACC_FMA", &fmas).replace("ACC_STORE", &store)
 }
 
-/// The pipelined form of `conv_gemm` (see there).
-fn conv_gemm_pipelined(f16: bool, acc16: bool, c: ConvCfg) -> String {
-    assert!(c.valid() && c.pipelined, "conv_gemm_pipelined: invalid configuration {c:?}");
-    let acc = if acc16 { "f16" } else { "f32" };
-    let wg = c.threads();
-    // vec4s of A per stage, and the per-thread counts of A vec4s and B scalars fetched per slice.
-    let av = c.bk * c.bm / 4;
-    let ar = av.div_ceil(wg);
-    let br = c.bk * c.bn / wg;
+/// What both forms of `conv_gemm` start with: bindings, epilogue, gather, the accumulator type
+/// and the tile constants.
+fn gemm_head(f16: bool, acc16: bool, c: ConvCfg) -> String {
     let mut s = header(f16);
     s.push_str(CONV_COMMON);
     s.push_str(GEMM_GATHER);
     s.push_str(&format!(
-        "alias ACC = {acc};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\nconst NT: u32 = {}u;\nconst WG: u32 = {wg}u;\nconst AV: u32 = {av}u;\nconst BQ: u32 = {}u;\nconst BV: u32 = {}u;\n",
+        "alias ACC = {};\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\nconst NT: u32 = {}u;\nconst WG: u32 = {}u;\n",
+        if acc16 { "f16" } else { "f32" },
         c.bm,
         c.bn,
         c.bk,
         c.tm,
         c.bn / ConvCfg::TN,
-        c.bm / 4,
-        c.bk * c.bn / 4,
+        c.threads()
     ));
+    s
+}
+
+/// The pipelined form of `conv_gemm` (see there).
+fn conv_gemm_pipelined(f16: bool, acc16: bool, c: ConvCfg) -> String {
+    assert!(c.valid() && c.pipelined, "conv_gemm_pipelined: invalid configuration {c:?}");
+    let wg = c.threads();
+    // vec4s of A per stage, and the per-thread counts of A vec4s and B scalars fetched per slice.
+    let av = c.bk * c.bm / 4;
+    let ar = av.div_ceil(wg);
+    let br = c.bk * c.bn / wg;
+    let mut s = gemm_head(f16, acc16, c);
+    s.push_str(&format!("const AV: u32 = {av}u;\nconst BQ: u32 = {}u;\nconst BV: u32 = {}u;\n", c.bm / 4, c.bk * c.bn / 4));
     s.push_str(
         r#"
 // Two stages each: A as [k][BM / 4] vec4 (channels), B as [k][BN / 4] vec4 (pixels).
