@@ -26,7 +26,8 @@ prepare)
   if [ -f "$R/.ready" ]; then echo "mesa-coop: $R ready ($(cat "$R/.ready"))"; exit 0; fi
   [ "$(uname -m)" = x86_64 ] || { echo "mesa-coop: x86_64 only"; exit 1; }
   [ "$(id -u)" = 0 ] || { echo "mesa-coop: prepare needs root (debootstrap, apt in the new root)"; exit 1; }
-  command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } \
+    || { echo "mesa-coop: cannot install debootstrap"; exit 1; }
   rm -rf "$R" && mkdir -p "$(dirname "$R")"
   debootstrap --variant=minbase "$SUITE" "$R" http://deb.debian.org/debian >"$R.log" 2>&1 \
     || { tail -5 "$R.log"; echo "mesa-coop: debootstrap failed"; exit 1; }
