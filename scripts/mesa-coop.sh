@@ -57,6 +57,8 @@ test)
   echo "mesa-coop: the real cooperative-matrix tests on $(cat "$R/.ready")'s lavapipe"
   rc=0
   "$0" exec "$bin" --ignored real_coop || rc=1
+  echo "mesa-coop: the default kernel choice with LUCENT_GPU_COOP=1 (its own process: the device is opened once)"
+  LUCENT_GPU_COOP=1 "$0" exec "$bin" --ignored real_coop_default_choice || rc=1
   echo "mesa-coop: every shader variant through spirv-val $("$R/lucent-spirv-val" --version | head -1)"
   LUCENT_SPIRV_VAL="$R/lucent-spirv-val" cargo test --release -p lucent-gpu --test shaders every_shader_variant -- --nocapture || rc=1
   exit $rc

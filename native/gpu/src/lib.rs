@@ -376,7 +376,7 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
     // Cooperative matrices: only when the adapter lists the f16 x f16 -> f32 shape we use and
     // has subgroups (subgroup_id) and f16; requested with experimental features enabled.
     let coop_needs = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16;
-    let mut coop_frag = if coop_env() == "auto" && af.contains(coop_needs) {
+    let mut coop_frag = if matches!(coop_env(), "auto" | "on") && af.contains(coop_needs) {
         mma::pick_frag(&adapter.cooperative_matrix_properties())
     } else {
         None

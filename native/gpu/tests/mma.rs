@@ -196,6 +196,24 @@ fn real_coop_whole_network() {
     whole_network(&be, plan, "coop");
 }
 
+/// The default choice on an adapter that lists cooperative matrices: GPUs use them; CPU adapters
+/// keep the register-blocked kernel unless `LUCENT_GPU_COOP=1` (scripts/mesa-coop.sh runs this
+/// once without and once with it, each in its own process: the device is opened once).
+#[test]
+#[ignore = "needs cooperative matrices: bash scripts/mesa-coop.sh test, or -- --ignored on such a GPU"]
+fn real_coop_default_choice() {
+    let Some(be) = backend() else { return };
+    let _ = coop(&be, None);
+    let forced = std::env::var("LUCENT_GPU_COOP").as_deref() == Ok("1");
+    let want = if be.device_type() != "cpu" || forced { "coop" } else { "rb" };
+    let mut r = Rng::new(15);
+    let net = Arc::new(conv_net(&mut r, "Convolution", 16, 32, 3, 3, 1, "4=1 9=1", true));
+    let p = be.prepare_gpu(net).unwrap();
+    let kernels = p.conv_kernels().unwrap();
+    println!("{} ({}), LUCENT_GPU_COOP={:?}: default convolution kernel {kernels:?}", be.adapter_name(), be.device_type(), std::env::var("LUCENT_GPU_COOP").ok());
+    assert_eq!(kernels, vec![want.to_string()]);
+}
+
 fn whole_network(be: &GpuBackend, plan: MmaPlan, kernel: &str) {
     whole_network_form(be, plan, kernel, false);
     whole_network_form(be, plan, &format!("{kernel}+pipelined"), true);
