@@ -75,14 +75,8 @@ pub(crate) fn fma_cfg_lists() -> [Vec<ConvCfg>; 2] {
 pub(crate) fn default_cfg(limits: &wgpu::Limits, small_m: bool, acc16: bool, pipelined: bool) -> ConvCfg {
     let [wide, narrow] = fma_cfg_lists();
     let list: &[ConvCfg] = if small_m { &narrow } else { &wide };
-    let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
-    for c in list {
-        let c = if pipelined { c.pipelined() } else { *c };
-        if c.valid() && c.threads() <= threads && c.shared_bytes(acc16) <= limits.max_compute_workgroup_storage_size {
-            return c;
-        }
-    }
-    *list.last().unwrap()
+    let form = |c: &ConvCfg| if pipelined { c.pipelined() } else { *c };
+    list.iter().map(form).find(|c| c.fits_device(limits, acc16)).unwrap_or(*list.last().unwrap())
 }
 
 fn size_class(b: u64) -> u64 {
@@ -248,13 +242,13 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
         let mma = match (settings.conv, settings.mma) {
             (None, Some(plan)) => plan
                 .cfg
-                .map(|c| if pipe && mma::fits_device(&c.pipelined(), &ctx.limits, plan.mode, u32::MAX) { c.pipelined() } else { c })
+                .map(|c| if pipe && mma::fits_device(&c.pipelined(), &ctx.limits, plan.mode) { c.pipelined() } else { c })
                 .filter(|c| c.fits(plan.mode))
                 .or_else(|| mma::default_cfg(&ctx.limits, plan.frag, mg <= 16, plan.mode, pipe))
                 .map(|c| Gemm::Mma(c, plan.mode)),
             _ => None,
         };
-        let forced = settings.conv.map(|c| if pipe && c.pipelined().valid() { c.pipelined() } else { c });
+        let forced = settings.conv.map(|c| if pipe && c.pipelined().fits_device(&ctx.limits, settings.f16_math) { c.pipelined() } else { c });
         let gemm = mma.unwrap_or_else(|| Gemm::Fma(forced.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math, pipe))));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),

@@ -51,6 +51,11 @@ impl ConvCfg {
     pub fn shared_bytes(&self, acc16: bool) -> u32 {
         (self.bk * self.bm + self.bk * self.bn) * if acc16 { 2 } else { 4 } * if self.pipelined { 2 } else { 1 }
     }
+    /// Valid and within the device's limits (workgroup size and workgroup memory).
+    pub fn fits_device(&self, limits: &wgpu::Limits, acc16: bool) -> bool {
+        let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
+        self.valid() && self.threads() <= threads && self.shared_bytes(acc16) <= limits.max_compute_workgroup_storage_size
+    }
     pub fn valid(&self) -> bool {
         let t = self.threads();
         t > 0

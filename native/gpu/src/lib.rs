@@ -596,9 +596,6 @@ impl GpuBackend {
         GpuBackend { dev: self.dev.clone(), settings: s }
     }
 
-    /// The tile configuration the convolution uses for wide layers on this device.
-    /// The emulated MMA plan with `sg`-wide subgroups (f16 tiles where the device has f16),
-    /// available on every device; `cfg` forces a tile configuration.
     /// The real cooperative-matrix plan of this device (None where it has none), whatever the
     /// default: tests force it on CPU adapters, whose default is the register-blocked kernel.
     pub fn coop_mma(&self, cfg: Option<MmaCfg>) -> Option<MmaPlan> {
@@ -606,10 +603,13 @@ impl GpuBackend {
         Some(MmaPlan { frag, mode: MmaMode::Coop { sg_max: self.dev.summary.subgroup_max }, cfg })
     }
 
+    /// The emulated MMA plan with `sg`-wide subgroups (f16 tiles where the device has f16),
+    /// available on every device; `cfg` forces a tile configuration.
     pub fn emulated_mma(&self, frag: u32, sg: u32, f16_tiles: bool, cfg: Option<MmaCfg>) -> MmaPlan {
         MmaPlan { frag, mode: MmaMode::Emulated { sg, f16_tiles: f16_tiles && self.dev.summary.f16 }, cfg }
     }
 
+    /// The FMA tile configuration the convolution uses for wide layers on this device.
     pub fn conv_cfg(&self) -> ConvCfg {
         self.settings.conv.unwrap_or_else(|| exec::default_cfg(&self.dev.summary.limits, false, self.settings.f16_math, self.settings.pipelined))
     }

@@ -127,17 +127,15 @@ pub fn cfg_lists(frag: u32) -> (Vec<MmaCfg>, Vec<MmaCfg>) {
 /// form, whose tiles take twice the workgroup memory).
 pub fn default_cfg(limits: &wgpu::Limits, frag: u32, small_m: bool, mode: MmaMode, pipelined: bool) -> Option<MmaCfg> {
     let (wide, narrow) = cfg_lists(frag);
-    let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
     let list = if small_m { narrow } else { wide };
-    list.into_iter()
-        .map(|c| if pipelined { c.pipelined() } else { c })
-        .find(|c| fits_device(c, limits, mode, threads))
+    list.into_iter().map(|c| if pipelined { c.pipelined() } else { c }).find(|c| fits_device(c, limits, mode))
 }
 
-/// Whether configuration `c` runs in `mode` within the device's limits (`threads`: the
-/// workgroup size it allows).
-pub fn fits_device(c: &MmaCfg, limits: &wgpu::Limits, mode: MmaMode, threads: u32) -> bool {
+/// Whether configuration `c` runs in `mode` within the device's limits (workgroup size and
+/// workgroup memory).
+pub fn fits_device(c: &MmaCfg, limits: &wgpu::Limits, mode: MmaMode) -> bool {
     let f16_tiles = !matches!(mode, MmaMode::Emulated { f16_tiles: false, .. });
+    let threads = limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_x);
     c.fits(mode) && c.wg <= threads && c.shared_bytes(f16_tiles) <= limits.max_compute_workgroup_storage_size
 }
 
@@ -250,9 +248,10 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     let (na, nb) = ((c.bk * c.bm) / c.wg, (c.bk * c.bn) / c.wg);
     let fetch_a = |q: u32| format!("f32(W[wbase + (k0 + (li + {q}u * WG) / BM) * mpad + (li + {q}u * WG) % BM])");
     let fetch_b = |q: u32| format!("gather(k0 + brow + {q}u * (WG / BN), K, pok, iy0, ix0, xb0, in_h, in_w, padv)");
+    // Pipelined: the registers to stage `st` (the first slice and, after each multiply, the next).
+    let mut stash = String::new();
     if c.pipelined {
         let mut fetch = String::new();
-        let mut stash = String::new();
         for q in 0..na {
             s.push_str(&format!("    var pa{q} = TT(0.0);\n"));
             fetch.push_str(&format!("            {{ let v = {}; pa{q} = {to_tile}; }}\n", fetch_a(q)));
@@ -317,13 +316,6 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         s.push_str("            }\n");
     }
     if c.pipelined {
-        let mut stash = String::new();
-        for q in 0..na {
-            stash.push_str(&format!("            As[st * BK * BM + li + {q}u * WG] = pa{q};\n"));
-        }
-        for q in 0..nb {
-            stash.push_str(&format!("            Bs[st * BK * BN + li + {q}u * WG] = pb{q};\n"));
-        }
         s.push_str(&format!("        }}\n        if (more) {{\n            let st = (t + 1u) % 2u;\n{stash}        }}\n        workgroupBarrier();\n    }}\n"));
     } else {
         s.push_str("        }\n        workgroupBarrier();\n    }\n");

@@ -134,13 +134,12 @@ fn every_tile_config(be: &GpuBackend, frag: u32, plan: impl Fn(MmaCfg) -> MmaPla
     let net = conv_net(&mut r, "Convolution", 19, 70, 3, 3, 1, "4=1 9=2 -23310=1,0.1", true);
     let x = r.tensor(19, 17, 23);
     let (wide, narrow) = cfg_lists(frag);
-    let threads = be.limits().max_compute_invocations_per_workgroup;
     for c in wide.into_iter().chain(narrow) {
         let p = plan(c);
         // f32 storage, plain and (where its double tiles fit this device) pipelined
         let mut hs = handles_for(be, &[p]);
         hs.truncate(2);
-        if !fits_device(&c.pipelined(), be.limits(), p.mode, threads) {
+        if !fits_device(&c.pipelined(), be.limits(), p.mode) {
             println!("{c:?}: the pipelined form does not fit this device's workgroup memory; plain only");
             hs.truncate(1);
         }
