@@ -1,6 +1,7 @@
 //! The plain CPU reference: a naive, single-threaded implementation of every [`Op`], following
 //! ncnn's semantics. It is the ground truth the fast backends are tested against, so every function
-//! here favours being obviously correct over being fast.
+//! here favours being obviously correct over being fast. Long (~1060 lines) on purpose: one plain
+//! function per op, kept in one file as the single ground truth rather than spread by op family.
 //!
 //! Shape conventions follow ncnn: a 3-D blob is (c, h, w), a 2-D blob (h, w), a 1-D blob (w).
 //! "Axis" numbering is ncnn's: for a 3-D blob axis 0 = c, 1 = h, 2 = w; negative axes count from
