@@ -10,11 +10,13 @@
 # carries at most 64 MiB with the tree) and the Vulkan loader step of the device README (.gl).
 # `run` (no node or ffmpeg needed there; python3 with numpy and pillow for the PSNR):
 #   1. lucent bench --backend gpu: general_4x on 1920x1080 (target <= 25 ms/frame on an H100) and
-#      generative_4x on 12 MP (target <= 3 s), tensor-core path (default) and, for general_4x, the
-#      tensor-core path pipelined (LUCENT_GPU_PIPELINE=1), the FMA fallback (LUCENT_GPU_COOP=0)
-#      plain and pipelined (also with LUCENT_GPU_F16_MATH=1), and the register-blocked kernel
-#      (LUCENT_GPU_CONV=rb) for the A/B;
-#   2. LUCENT_GPU_PROFILE=1: per-layer GPU times with each convolution's kernel and TFLOP/s;
+#      generative_4x on 12 MP (target <= 3 s), tensor-core path (default: tiles and forms tuned on
+#      the GPU at prepare time) and, for the A/B, the untuned default (LUCENT_GPU_TUNE=0), the
+#      tensor-core path pipelined (LUCENT_GPU_PIPELINE=1), the FMA fallback (LUCENT_GPU_COOP=0,
+#      tuned) and pipelined (also with LUCENT_GPU_F16_MATH=1), and the register-blocked kernel
+#      (LUCENT_GPU_CONV=rb);
+#   2. LUCENT_GPU_PROFILE=1: per-layer GPU times with each convolution's kernel and TFLOP/s, and
+#      every tuning candidate's time per convolution shape (also kept in $OUT/gpu-tune.tsv);
 #   3. the side by side: peer vs Lucent whole processes, alternating, 3 rounds, 128x128 and 1080p for
 #      realesr-general-x4v3 (+ 128x128 x4plus), medians, ratio, PSNR over pixels where no channel of
 #      either output is 0 or 255.
@@ -54,6 +56,8 @@ OUTDIR=${OUT:-$D/out}
 W=$(mktemp -d)   # the upscaled images (large) stay out of $OUTDIR
 mkdir -p "$OUTDIR"
 log="$OUTDIR/device-check.txt"
+# The tuner's measurements (every candidate tile and form per convolution shape) come back too.
+export LUCENT_GPU_TUNE_CACHE="$OUTDIR/gpu-tune.tsv"
 exec > >(tee "$log") 2>&1
 if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan; then
   for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -71,10 +75,13 @@ chmod +x $B $P
 echo "== 1. lucent bench --backend gpu (tensor cores where the adapter lists them)"
 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 $B bench --model-dir $M --model generative_4x --input $PHOTO12 --backend gpu --runs $(( RUNS < 3 ? RUNS : 3 ))
+echo "== 1t. the untuned default (LUCENT_GPU_TUNE=0: the first fitting tile of the list, plain)"
+LUCENT_GPU_TUNE=0 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
+LUCENT_GPU_TUNE=0 $B bench --model-dir $M --model generative_4x --input $PHOTO12 --backend gpu --runs $(( RUNS < 3 ? RUNS : 3 ))
 echo "== 1a. the tensor-core path pipelined (LUCENT_GPU_PIPELINE=1: double-buffered K slices)"
 LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model generative_4x --input $PHOTO12 --backend gpu --runs $(( RUNS < 3 ? RUNS : 3 ))
-echo "== 1b. the FMA fallback (LUCENT_GPU_COOP=0)"
+echo "== 1b. the FMA fallback (LUCENT_GPU_COOP=0; tuned)"
 LUCENT_GPU_COOP=0 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
 echo "== 1b2. the pipelined FMA GEMM (LUCENT_GPU_PIPELINE=1: vec4 tiles, double-buffered), then with f16 math"
 LUCENT_GPU_COOP=0 LUCENT_GPU_CONV=fma LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model general_4x --input $FRAME --backend gpu --runs $RUNS
@@ -85,6 +92,8 @@ echo "== 2. per-layer profile (LUCENT_GPU_PROFILE=1), last run"
 LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 60
 LUCENT_GPU_PROFILE=1 LUCENT_GPU_PIPELINE=1 $B bench --model-dir $M --model sr/realesr-general-x4v3 --input $FRAME --backend gpu --runs 1 2>&1 | tail -n 40
 LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model sr/realesrgan-x4plus --input $SMALL --backend gpu --runs 1 2>&1 | tail -n 12
+echo "== 2t. the tuner's measurements (shape and settings, chosen, every candidate's GPU ms)"
+[ -f "$LUCENT_GPU_TUNE_CACHE" ] && cut -d'|' -f2- "$LUCENT_GPU_TUNE_CACHE" || echo "(none: this adapter has no timestamp queries, or tuning is off)"
 echo "== 3. side by side with realesrgan-ncnn-vulkan (whole processes, alternating)"
 side() { # stem input tag
   local stem=$1 in=$2 tag=$3 name; name=$(basename "$stem")

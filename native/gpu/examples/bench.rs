@@ -1,7 +1,8 @@
 //! Timing of one network on the GPU backend (figures only; not a test).
 //! `cargo run --release -p lucent-gpu --example bench -- [model stem] [width] [height] [runs]`
 //! e.g. `bench realesr-general-x4v3 1920 1080 10`. Uses a CPU adapter only when
-//! LUCENT_GPU_ALLOW_CPU=1. LUCENT_GPU_PROFILE=1 prints per-layer GPU times.
+//! LUCENT_GPU_ALLOW_CPU=1. LUCENT_GPU_PROFILE=1 prints per-layer GPU times (and every tuning
+//! candidate's time); the kernel each convolution shape was tuned to is printed after prepare.
 use lucent_core::ncnn::Net;
 use lucent_core::{Backend, Cancel, Tensor};
 use std::path::Path;
@@ -34,6 +35,9 @@ fn main() {
     let t = Instant::now();
     let p = be.prepare_gpu(net.clone()).expect("prepare");
     println!("prepare: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    for t in p.tuning().expect("tuning") {
+        println!("tuned {} ({} layers{}): {}", t.shape, t.layers.len(), if t.cached { ", cached" } else { "" }, t.chosen);
+    }
     let x = Tensor::from_vec(3, h, w, (0..3 * h * w).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect());
     let (i, o) = (net.input_blobs()[0], *net.output_blobs().last().unwrap());
     for r in 0..runs {

@@ -8,6 +8,7 @@
 use crate::kernels::{self, ConvCfg, EW};
 use crate::rb::{self, RbCfg, RbShape};
 use crate::mma::{self, MmaCfg, MmaMode};
+use crate::tune::{self, Tuning};
 use crate::{DevCtx, Settings};
 use lucent_core::bail;
 use lucent_core::error::{Code, Error, Result};
@@ -127,10 +128,46 @@ struct ConvW {
     prelu: Option<usize>,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Gemm {
+/// An implicit-GEMM convolution kernel and its tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Gemm {
     Fma(ConvCfg),
     Mma(MmaCfg, MmaMode),
+}
+
+impl Gemm {
+    /// The kernel with its tile, for reports: "fma 64x128x16/8", "coop 64x64x32 w2x2",
+    /// "+pipelined" appended to a pipelined form.
+    pub(crate) fn label(&self) -> String {
+        let (kind, tile, pipelined) = match self {
+            Gemm::Fma(c) => ("fma", format!("{}x{}x{}/{}", c.bm, c.bn, c.bk, c.tm), c.pipelined),
+            Gemm::Mma(c, mode) => (
+                if matches!(mode, MmaMode::Coop { .. }) { "coop" } else { "mma-emulated" },
+                format!("{}x{}x{} w{}x{}", c.bm, c.bn, c.bk, c.wm, c.wn),
+                c.pipelined,
+            ),
+        };
+        format!("{kind} {tile}{}", if pipelined { "+pipelined" } else { "" })
+    }
+}
+
+/// The GEMM a convolution with `mg` outputs per group gets without tuning: the handle's MMA plan
+/// (its forced tile, else the first of its list that fits) in the handle's form, else the FMA
+/// kernel's forced or first fitting tile. Forced tiles take the handle's form where that form
+/// of them is valid.
+pub(crate) fn default_gemm(limits: &wgpu::Limits, mg: usize, settings: &Settings) -> Gemm {
+    let pipe = settings.pipelined;
+    let mma = match (settings.conv, settings.mma) {
+        (None, Some(plan)) => plan
+            .cfg
+            .map(|c| if pipe && mma::fits_device(&c.pipelined(), limits, plan.mode) { c.pipelined() } else { c })
+            .filter(|c| c.fits(plan.mode))
+            .or_else(|| mma::default_cfg(limits, plan.frag, mg <= 16, plan.mode, pipe))
+            .map(|c| Gemm::Mma(c, plan.mode)),
+        _ => None,
+    };
+    let forced = settings.conv.map(|c| if pipe && c.pipelined().fits_device(limits, settings.f16_math) { c.pipelined() } else { c });
+    mma.unwrap_or_else(|| Gemm::Fma(forced.unwrap_or_else(|| default_cfg(limits, mg <= 16, settings.f16_math, pipe))))
 }
 
 /// How a convolution runs, with the layout its weights were uploaded in.
@@ -185,6 +222,10 @@ pub(crate) struct Prep {
     fused_away: HashSet<usize>,
     pool: HashMap<u64, Vec<wgpu::Buffer>>,
     pub last_profile: Vec<LayerTime>,
+    /// What the tuner measured for this network's convolutions (empty when it did not run).
+    pub tuning: Vec<Tuning>,
+    /// No profile on stderr (the tuner's probe runs).
+    pub(crate) quiet: bool,
 }
 
 fn upload(ctx: &DevCtx, data: &[f32], f16: bool, label: &str) -> Result<wgpu::Buffer> {
@@ -217,7 +258,17 @@ fn to_bytes(data: &[f32], f16: bool) -> Vec<u8> {
     }
 }
 
-fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu: Option<&[f32]>, act: Activation) -> Result<ConvW> {
+/// Upload a convolution's weights in the layout of its kernel: `tuned` (the tuner's pick for
+/// this layer), else the default choice for these settings.
+fn conv_weights(
+    ctx: &DevCtx,
+    c: &Conv,
+    settings: &Settings,
+    deconv: bool,
+    prelu: Option<&[f32]>,
+    act: Activation,
+    tuned: Option<Gemm>,
+) -> Result<ConvW> {
     let mg = c.out_per_group();
     let ipg = c.in_per_group();
     let k = ipg * c.kernel_h * c.kernel_w;
@@ -229,7 +280,7 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
     // The register-blocked kernel takes any output count (its tile's spare channels are
     // masked); the GEMMs want at least 4 outputs per group.
     let rb_ok = !deconv && ipg > 1 && !settings.conv_direct && settings.conv.is_none() && settings.mma.is_none();
-    if let (true, Some(cfg)) = (rb_ok, settings.rb) {
+    if let (true, Some(cfg), None) = (rb_ok, settings.rb, tuned) {
         let w = rb::pack_weights(&c.weight, c.group, mg, ipg, c.kernel_h, c.kernel_w, cfg, settings.f16);
         let w = upload(ctx, &w, settings.f16, "conv weights")?;
         let row = cfg.row(c.kernel_w as u32, settings.f16) as usize;
@@ -237,19 +288,7 @@ fn conv_weights(ctx: &DevCtx, c: &Conv, settings: &Settings, deconv: bool, prelu
     }
     let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
     if use_gemm {
-        // A forced tile takes the handle's form too (when that form of it is valid).
-        let pipe = settings.pipelined;
-        let mma = match (settings.conv, settings.mma) {
-            (None, Some(plan)) => plan
-                .cfg
-                .map(|c| if pipe && mma::fits_device(&c.pipelined(), &ctx.limits, plan.mode) { c.pipelined() } else { c })
-                .filter(|c| c.fits(plan.mode))
-                .or_else(|| mma::default_cfg(&ctx.limits, plan.frag, mg <= 16, plan.mode, pipe))
-                .map(|c| Gemm::Mma(c, plan.mode)),
-            _ => None,
-        };
-        let forced = settings.conv.map(|c| if pipe && c.pipelined().fits_device(&ctx.limits, settings.f16_math) { c.pipelined() } else { c });
-        let gemm = mma.unwrap_or_else(|| Gemm::Fma(forced.unwrap_or_else(|| default_cfg(&ctx.limits, mg <= 16, settings.f16_math, pipe))));
+        let gemm = tuned.unwrap_or_else(|| default_gemm(&ctx.limits, mg, settings));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),
             Gemm::Mma(c, _) => (c.bm, c.bk),
@@ -307,7 +346,24 @@ fn pshuf_add_pattern(net: &Net, i: usize, consumers: &[Vec<usize>], producer: &[
 }
 
 impl Prep {
+    /// Prepare `net`: with `settings.tune`, time the candidate GEMMs of each convolution shape
+    /// first ([`tune`]) and run every layer with its shape's fastest.
     pub fn new(ctx: &mut DevCtx, net: Arc<Net>, settings: Settings) -> Result<Prep> {
+        let (choices, tuning) = match settings.tune.clone() {
+            Some(t) => tune::choose(ctx, &net, &settings, &t)?,
+            None => (HashMap::new(), Vec::new()),
+        };
+        if settings.profile {
+            tune::print(&tuning);
+        }
+        let mut p = Prep::build(ctx, net, settings, &choices)?;
+        p.tuning = tuning;
+        Ok(p)
+    }
+
+    /// Prepare `net` with the GEMMs in `choices` (layer index -> kernel) and the default choice
+    /// elsewhere.
+    pub(crate) fn build(ctx: &mut DevCtx, net: Arc<Net>, settings: Settings, choices: &HashMap<usize, Gemm>) -> Result<Prep> {
         let nb = net.blob_names.len();
         let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); nb];
         let mut producer: Vec<usize> = vec![usize::MAX; nb];
@@ -409,7 +465,7 @@ impl Prep {
                             }
                         }
                     }
-                    let cw = conv_weights(ctx, c, &settings, false, prelu, act)?;
+                    let cw = conv_weights(ctx, c, &settings, false, prelu, act, choices.get(&i).copied())?;
                     let mut bottoms = vec![l.bottoms[0]];
                     if let Some(r) = &res {
                         bottoms.push(r.blob);
@@ -423,7 +479,7 @@ impl Prep {
                     });
                 }
                 Op::Deconv(c) => {
-                    let cw = conv_weights(ctx, c, &settings, true, None, c.activation)?;
+                    let cw = conv_weights(ctx, c, &settings, true, None, c.activation, None)?;
                     steps.push(Step { kind: Kind::Deconv { l: i, cw }, bottoms: l.bottoms.clone(), tops: l.tops.clone(), name, type_ });
                 }
                 Op::InnerProduct { num_output, weight, bias, activation, .. } => {
@@ -452,7 +508,7 @@ impl Prep {
             }
         }
         ctx.check()?;
-        Ok(Prep { net, steps, settings, fused_away, pool: HashMap::new(), last_profile: Vec::new() })
+        Ok(Prep { net, steps, settings, fused_away, pool: HashMap::new(), last_profile: Vec::new(), tuning: Vec::new(), quiet: false })
     }
 
     /// The kernel of each convolution step ("coop", "mma-emulated", "fma", "rb", "direct"; "+pipelined" appended to a GEMM in that form), in order.
@@ -754,16 +810,18 @@ impl Prep {
                 .collect();
             let sum: f64 = self.last_profile.iter().map(|t| t.ms).sum();
             let flop: f64 = self.last_profile.iter().map(|t| t.flop).sum();
-            for t in &self.last_profile {
+            for t in self.last_profile.iter().filter(|_| !self.quiet) {
                 let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>8.4} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(16) };
                 eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
             }
-            eprintln!(
+            if !self.quiet {
+                eprintln!(
                 "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.4} TFLOP, {:.4} TFLOP/s overall",
                 self.last_profile.len(),
                 flop / 1e12,
                 if sum > 0.0 { flop / sum / 1e9 } else { 0.0 }
-            );
+                );
+            }
         }
         drop(view);
         staging.unmap();

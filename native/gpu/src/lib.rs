@@ -12,7 +12,9 @@
 //! `LUCENT_GPU_CONV=fma|rb[:MC,PX]|direct|bm,bn,bk,tm` (force the convolution kernel / tile),
 //! `LUCENT_GPU_PIPELINE=1` (the GEMM kernels' pipelined form: double-buffered K slices),
 //! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `1` also on CPU adapters; `emulate` forces
-//! the emulated MMA kernel).
+//! the emulated MMA kernel), `LUCENT_GPU_TUNE=0|1|SIDE` (measured tile choice, [`tune`]: on by
+//! default for GPUs unless `LUCENT_GPU_CONV` or `LUCENT_GPU_PIPELINE` ask for a kernel or form;
+//! `1` also on CPU adapters; a number >= 8 is the probe's side in pixels, default 256).
 //!
 //! Convolutions run on cooperative matrices (tensor cores, [`mma`]) when the adapter lists
 //! the f16 x f16 -> f32 16x16x16 (or 8x8x8) configuration and offers SUBGROUP and SHADER_F16;
@@ -25,6 +27,7 @@ mod exec;
 pub mod kernels;
 pub mod mma;
 pub mod rb;
+pub mod tune;
 mod variants;
 mod warp;
 
@@ -42,6 +45,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 pub use exec::LayerTime;
+pub use tune::Tuning;
 
 /// How to pick the adapter.
 #[derive(Clone, Debug, Default)]
@@ -126,6 +130,36 @@ pub struct Settings {
     /// The register-blocked direct kernel (CPU adapters) instead of the FMA GEMM; used where no
     /// MMA plan applies and `conv` / `conv_direct` force nothing.
     pub rb: Option<rb::RbCfg>,
+    /// Time the candidate GEMM tiles and forms per convolution shape at prepare time and run the
+    /// fastest ([`tune`]); None = the default choice.
+    pub tune: Option<tune::Tune>,
+}
+
+/// `LUCENT_GPU_TUNE`: "0" / "off" = never, "1" / "on" = on every adapter, a number >= 8 = on
+/// every adapter with that probe side; unset, GPUs tune unless `LUCENT_GPU_CONV` or
+/// `LUCENT_GPU_PIPELINE` ask for a kernel or form (CPU adapters run the register-blocked kernel,
+/// which has no candidates). The file cache: `LUCENT_GPU_TUNE_CACHE` (empty = none), else
+/// `$XDG_CACHE_HOME/lucent/gpu-tune.tsv` or `$HOME/.cache/lucent/gpu-tune.tsv`.
+fn tune_env(cpu_adapter: bool) -> Option<tune::Tune> {
+    let side = match std::env::var("LUCENT_GPU_TUNE").as_deref() {
+        Ok("0") | Ok("off") | Ok("false") => None,
+        Ok("1") | Ok("on") | Ok("true") => Some(tune::DEFAULT_SIDE),
+        Ok(v) if v.parse::<u32>().is_ok_and(|n| n >= 8) => v.parse().ok(),
+        _ => {
+            let asked = std::env::var_os("LUCENT_GPU_CONV").is_some() || std::env::var_os("LUCENT_GPU_PIPELINE").is_some();
+            (!cpu_adapter && !asked).then_some(tune::DEFAULT_SIDE)
+        }
+    }?;
+    let cache = match std::env::var_os("LUCENT_GPU_TUNE_CACHE") {
+        Some(p) if p.is_empty() => None,
+        Some(p) => Some(std::path::PathBuf::from(p)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|p| !p.is_empty()).map(|h| std::path::Path::new(&h).join(".cache")))
+            .map(|d| d.join("lucent").join("gpu-tune.tsv")),
+    };
+    Some(tune::Tune { side, cache })
 }
 
 /// Which MMA kernel a handle uses: fragment size and mode.
@@ -192,8 +226,12 @@ pub(crate) struct DevCtx {
     pub lost: Arc<AtomicBool>,
     pub lost_msg: Arc<Mutex<String>>,
     pub errors: Arc<Mutex<Vec<String>>>,
+    /// Adapter name, backend, driver and its version: the tuner's measurements hold for it only.
+    pub adapter_id: String,
     pub pipelines: HashMap<String, wgpu::ComputePipeline>,
     pub preps: HashMap<u64, exec::Prep>,
+    /// The tuner's measurements, by convolution shape and settings.
+    pub tuned: HashMap<String, tune::Entry>,
     pub dummy: wgpu::Buffer,
     pub timeout: Duration,
 }
@@ -457,8 +495,10 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
         lost,
         lost_msg,
         errors,
+        adapter_id: format!("{} ({:?}; {} {})", info.name, info.backend, info.driver, info.driver_info),
         pipelines: HashMap::new(),
         preps: HashMap::new(),
+        tuned: HashMap::new(),
         dummy,
         timeout,
     };
@@ -531,6 +571,7 @@ impl GpuBackend {
             conv_direct: env.direct,
             mma: None,
             rb: env.rb,
+            tune: tune_env(dev.summary.device_type == "cpu"),
         };
         let mut be = GpuBackend { dev, settings };
         be.settings.mma = be.default_mma();
@@ -690,6 +731,12 @@ impl GpuPrepared {
         self.dev.call(move |ctx| {
             Ok(ctx.preps.get(&id).map(|p| p.conv_kernels().into_iter().map(String::from).collect()).unwrap_or_default())
         })
+    }
+
+    /// What the tuner measured and chose per convolution shape (empty when it did not run).
+    pub fn tuning(&self) -> Result<Vec<Tuning>> {
+        let id = self.id;
+        self.dev.call(move |ctx| Ok(ctx.preps.get(&id).map(|p| p.tuning.clone()).unwrap_or_default()))
     }
 
     /// Per-layer GPU times of the last run (empty unless profiling was on).

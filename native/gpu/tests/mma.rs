@@ -20,10 +20,11 @@
 //! for f32 and f16 storage alike (f16 storage rounds the same operands already, plus the output).
 
 mod common;
-use common::{backend, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
+use common::{backend, check_tuned, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, tuning_net, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
 use lucent_gpu::mma::{cfg_lists, fits_device, MmaCfg, MmaMode};
+use lucent_gpu::tune::Tune;
 use lucent_gpu::{GpuBackend, MmaPlan};
 use std::sync::Arc;
 
@@ -211,6 +212,25 @@ fn real_coop_default_choice() {
     let kernels = p.conv_kernels().unwrap();
     println!("{} ({}), LUCENT_GPU_COOP={:?}: default convolution kernel {kernels:?}", be.adapter_name(), be.device_type(), std::env::var("LUCENT_GPU_COOP").ok());
     assert_eq!(kernels, vec![want.to_string()]);
+}
+
+/// The measured choice among the real cooperative-matrix tiles and forms (tests/tune.rs checks
+/// the FMA and emulated ones): every candidate timed, the fastest run, exact within the bound.
+#[test]
+#[ignore = "needs cooperative matrices: bash scripts/mesa-coop.sh test, or -- --ignored on such a GPU"]
+fn real_coop_tuned() {
+    let Some(be) = backend() else { return };
+    let plan = coop(&be, None);
+    let h = be.with_settings(|s| {
+        s.f16 = false;
+        s.rb = None;
+        s.mma = Some(plan);
+        s.tune = Some(Tune { side: 16, cache: None });
+    });
+    let mut r = Rng::new(44);
+    let x = r.tensor(19, 13, 11);
+    let shapes = [("19->40 3x3 s1,1 d1,1 g1", 1), ("40->40 3x3 s1,1 d1,1 g1", 2), ("40->8 1x1 s1,1 d1,1 g1", 1)];
+    check_tuned("coop", &h, tuning_net(&mut r), x, "coop", &shapes, BOUND);
 }
 
 fn whole_network(be: &GpuBackend, plan: MmaPlan, kernel: &str) {

@@ -332,6 +332,13 @@ impl Net {
         Ok(Net { layers, blob_names, blob_index })
     }
 
+    /// A network from layers whose blob indices point into `blob_names` (probe networks built in
+    /// code, such as the GPU backend's one-convolution tuning runs).
+    pub fn from_layers(layers: Vec<Layer>, blob_names: Vec<String>) -> Net {
+        let blob_index = blob_names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
+        Net { layers, blob_names, blob_index }
+    }
+
     pub fn blob(&self, name: &str) -> Option<usize> {
         self.blob_index.get(name).copied()
     }

@@ -157,3 +157,69 @@ pub fn conv_geometry_cases(r: &mut Rng) -> Vec<(&'static str, Net, Tensor)> {
     v.push(("conv3x3 5->33 hardswish", net, r.tensor(5, 13, 37)));
     v
 }
+
+/// Prepare `net` on `h`, whose settings tune (`Settings::tune`), and check the tuner's report and
+/// its effect: one entry per convolution shape in `shapes` ((shape, layers with it)), every
+/// candidate a `kind` kernel timed on the device (finite, > 0), plain and pipelined forms among
+/// them, the fastest chosen and run by every layer of that shape; the output against
+/// `lucent_core::reference` within `bound`; a second prepare answered from the cache with the
+/// same choices.
+pub fn check_tuned(name: &str, h: &GpuBackend, net: Net, x: Tensor, kind: &str, shapes: &[(&str, usize)], bound: f32) {
+    use lucent_core::ncnn::Op;
+    let net = std::sync::Arc::new(net);
+    let (i, o) = (net.input_blobs()[0], *net.output_blobs().last().unwrap());
+    let want = lucent_core::reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap();
+    let p = h.prepare_gpu(net.clone()).unwrap_or_else(|e| panic!("{name}: prepare: {e}"));
+    let report = p.tuning().unwrap();
+    for t in &report {
+        println!("{name}: {} {:?}: {:?} -> {}", t.shape, t.layers, t.candidates, t.chosen);
+    }
+    let got: Vec<(&str, usize)> = report.iter().map(|t| (t.shape.as_str(), t.layers.len())).collect();
+    assert_eq!(got, shapes, "{name}: shapes tuned");
+    for t in &report {
+        assert!(!t.cached, "{name}: {} measured in a fresh process", t.shape);
+        assert!(t.candidates.len() >= 2, "{name}: {} has {} candidates", t.shape, t.candidates.len());
+        assert!(t.candidates.iter().all(|(l, ms)| l.starts_with(&format!("{kind} ")) && ms.is_finite() && *ms > 0.0), "{name}: {:?}", t.candidates);
+        assert!(t.candidates.iter().any(|(l, _)| l.ends_with("+pipelined")) && t.candidates.iter().any(|(l, _)| !l.ends_with("+pipelined")));
+        let fastest = t.candidates.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        assert_eq!(t.chosen, fastest.0, "{name}: {} chose {} over the fastest {fastest:?}", t.shape, t.chosen);
+    }
+    // Each convolution runs its shape's choice (the form is what conv_kernels reports).
+    let forms: Vec<String> = net
+        .layers
+        .iter()
+        .filter(|l| matches!(l.op, Op::Conv(_)))
+        .map(|l| {
+            let t = report.iter().find(|t| t.layers.contains(&l.name)).unwrap_or_else(|| panic!("{name}: layer {} not tuned", l.name));
+            format!("{kind}{}", if t.chosen.ends_with("+pipelined") { "+pipelined" } else { "" })
+        })
+        .collect();
+    assert_eq!(p.conv_kernels().unwrap(), forms, "{name}: kernels run");
+    let out = lucent_core::Prepared::run(&p, &[(i, &x)], &[o], &lucent_core::Cancel::new()).unwrap();
+    let e = rel_err(&out[0], &want[0]);
+    println!("{name}: tuned network vs reference: rel err {e:.2e} (bound {bound:.0e})");
+    assert!(e <= bound, "{name}: rel err {e:.3e} > {bound:.0e}");
+    let again = h.prepare_gpu(net).unwrap().tuning().unwrap();
+    assert!(again.iter().all(|t| t.cached), "{name}: second prepare measured again");
+    let chosen = |r: &[lucent_gpu::Tuning]| r.iter().map(|t| t.chosen.clone()).collect::<Vec<_>>();
+    assert_eq!(chosen(&again), chosen(&report), "{name}: cached choices");
+}
+
+/// in -> 3x3 conv 19->40 (ReLU) -> two 3x3 convs 40->40 (one shape) -> 1x1 conv 40->8: three
+/// convolution shapes, wide and narrow tiles.
+pub fn tuning_net(r: &mut Rng) -> Net {
+    let mut b = NetBuilder::new();
+    b.input("in");
+    let mut conv = |b: &mut NetBuilder, from: &str, to: &str, cin: usize, cout: usize, k: usize, extra: &str| {
+        let wn = cout * cin * k * k;
+        b.layer("Convolution", &[from], &[to], &format!("0={cout} 1={k} 4={} 5=1 6={wn} {extra}", k / 2));
+        let w = r.vec(wn, 1.0 / ((cin * k * k) as f32).sqrt());
+        let bias = r.vec(cout, 0.2);
+        b.tagged(&w).raw(&bias);
+    };
+    conv(&mut b, "in", "a", 19, 40, 3, "9=1");
+    conv(&mut b, "a", "b", 40, 40, 3, "");
+    conv(&mut b, "b", "c", 40, 40, 3, "");
+    conv(&mut b, "c", "out", 40, 8, 1, "");
+    b.build()
+}
