@@ -20,11 +20,10 @@
 //! for f32 and f16 storage alike (f16 storage rounds the same operands already, plus the output).
 
 mod common;
-use common::{backend, check_tuned, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, tuning_net, Rng};
+use common::{backend, check_tuned, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
 use lucent_gpu::mma::{cfg_lists, fits_device, MmaCfg, MmaMode};
-use lucent_gpu::tune::Tune;
 use lucent_gpu::{GpuBackend, MmaPlan};
 use std::sync::Arc;
 
@@ -220,17 +219,7 @@ fn real_coop_default_choice() {
 #[ignore = "needs cooperative matrices: bash scripts/mesa-coop.sh test, or -- --ignored on such a GPU"]
 fn real_coop_tuned() {
     let Some(be) = backend() else { return };
-    let plan = coop(&be, None);
-    let h = be.with_settings(|s| {
-        s.f16 = false;
-        s.rb = None;
-        s.mma = Some(plan);
-        s.tune = Some(Tune { side: 16, cache: None });
-    });
-    let mut r = Rng::new(44);
-    let x = r.tensor(19, 13, 11);
-    let shapes = [("19->40 3x3 s1,1 d1,1 g1", 1), ("40->40 3x3 s1,1 d1,1 g1", 2), ("40->8 1x1 s1,1 d1,1 g1", 1)];
-    check_tuned("coop", &h, tuning_net(&mut r), x, "coop", &shapes, BOUND);
+    check_tuned(&be, Some(coop(&be, None)), 44, "coop", BOUND);
 }
 
 fn whole_network(be: &GpuBackend, plan: MmaPlan, kernel: &str) {

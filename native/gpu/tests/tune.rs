@@ -6,40 +6,21 @@
 //! The real cooperative-matrix form is `real_coop_tuned` in tests/mma.rs.
 
 mod common;
-use common::{backend, check_tuned, rel_err, tuning_net, Rng};
+use common::{backend, check_tuned, rel_err, tuning_handle, tuning_net, Rng};
 use lucent_core::{reference, Cancel, Prepared};
-use lucent_gpu::tune::Tune;
 use std::sync::Arc;
-
-const SHAPES: [(&str, usize); 3] = [("19->40 3x3 s1,1 d1,1 g1", 1), ("40->40 3x3 s1,1 d1,1 g1", 2), ("40->8 1x1 s1,1 d1,1 g1", 1)];
 
 #[test]
 fn tuned_fma_gemm() {
     let Some(be) = backend() else { return };
-    let h = be.with_settings(|s| {
-        s.f16 = false;
-        s.rb = None;
-        s.mma = None;
-        s.tune = Some(Tune { side: 16, cache: None });
-    });
-    let mut r = Rng::new(41);
-    let x = r.tensor(19, 13, 11);
-    check_tuned("fma", &h, tuning_net(&mut r), x, "fma", &SHAPES, 1e-4);
+    check_tuned(&be, None, 41, "fma", 1e-4);
 }
 
 #[test]
 fn tuned_emulated_mma() {
     let Some(be) = backend() else { return };
     let plan = be.emulated_mma(16, 32, true, None);
-    let h = be.with_settings(|s| {
-        s.f16 = false;
-        s.rb = None;
-        s.mma = Some(plan);
-        s.tune = Some(Tune { side: 16, cache: None });
-    });
-    let mut r = Rng::new(42);
-    let x = r.tensor(19, 13, 11);
-    check_tuned("mma-emulated", &h, tuning_net(&mut r), x, "mma-emulated", &SHAPES, 2e-3);
+    check_tuned(&be, Some(plan), 42, "mma-emulated", 2e-3);
 }
 
 /// Without tuning (CPU adapters' default unless LUCENT_GPU_TUNE asks) nothing is measured.
@@ -67,15 +48,7 @@ fn tuning_file_cache() {
     let Some(be) = backend() else { return };
     let dir = std::env::temp_dir().join(format!("lucent-tune-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let handle = |side: u32, file: &str| {
-        let cache = Some(dir.join(file));
-        be.with_settings(|s| {
-            s.f16 = false;
-            s.rb = None;
-            s.mma = None;
-            s.tune = Some(Tune { side, cache });
-        })
-    };
+    let handle = |side: u32, file: &str| tuning_handle(&be, None, side, Some(dir.join(file)));
     let mut r = Rng::new(45);
     let net = Arc::new(tuning_net(&mut r));
     let x = r.tensor(19, 9, 7);

@@ -158,15 +158,31 @@ pub fn conv_geometry_cases(r: &mut Rng) -> Vec<(&'static str, Net, Tensor)> {
     v
 }
 
-/// Prepare `net` on `h`, whose settings tune (`Settings::tune`), and check the tuner's report and
-/// its effect: one entry per convolution shape in `shapes` ((shape, layers with it)), every
-/// candidate a `kind` kernel timed on the device (finite, > 0), plain and pipelined forms among
-/// them, the fastest chosen and run by every layer of that shape; the output against
-/// `lucent_core::reference` within `bound`; a second prepare answered from the cache with the
-/// same choices.
-pub fn check_tuned(name: &str, h: &GpuBackend, net: Net, x: Tensor, kind: &str, shapes: &[(&str, usize)], bound: f32) {
+/// The convolution shapes of [`tuning_net`] with how many layers have each.
+pub const TUNING_SHAPES: [(&str, usize); 3] = [("19->40 3x3 s1,1 d1,1 g1", 1), ("40->40 3x3 s1,1 d1,1 g1", 2), ("40->8 1x1 s1,1 d1,1 g1", 1)];
+
+/// A handle that tunes: f32 storage, no register-blocked kernel, the MMA plan `mma` (None: the
+/// FMA GEMM), probes of `side` pixels, the file cache `cache`.
+pub fn tuning_handle(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, side: u32, cache: Option<std::path::PathBuf>) -> GpuBackend {
+    be.with_settings(|s| {
+        s.f16 = false;
+        s.rb = None;
+        s.mma = mma;
+        s.tune = Some(lucent_gpu::tune::Tune { side, cache });
+    })
+}
+
+/// Prepare [`tuning_net`] on a [`tuning_handle`] (16-pixel probes, no file) and check the tuner's
+/// report and its effect: one entry per shape of [`TUNING_SHAPES`], every candidate a `kind`
+/// kernel timed on the device (finite, > 0), plain and pipelined forms among them, the fastest
+/// chosen and run by every layer of that shape; the output against `lucent_core::reference`
+/// within `bound`; a second prepare answered from the cache with the same choices.
+pub fn check_tuned(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, seed: u64, kind: &str, bound: f32) {
     use lucent_core::ncnn::Op;
-    let net = std::sync::Arc::new(net);
+    let (name, h) = (kind, tuning_handle(be, mma, 16, None));
+    let mut r = Rng::new(seed);
+    let x = r.tensor(19, 13, 11);
+    let net = std::sync::Arc::new(tuning_net(&mut r));
     let (i, o) = (net.input_blobs()[0], *net.output_blobs().last().unwrap());
     let want = lucent_core::reference::run_net(&net, &[(i, x.clone())], &[o]).unwrap();
     let p = h.prepare_gpu(net.clone()).unwrap_or_else(|e| panic!("{name}: prepare: {e}"));
@@ -175,7 +191,7 @@ pub fn check_tuned(name: &str, h: &GpuBackend, net: Net, x: Tensor, kind: &str, 
         println!("{name}: {} {:?}: {:?} -> {}", t.shape, t.layers, t.candidates, t.chosen);
     }
     let got: Vec<(&str, usize)> = report.iter().map(|t| (t.shape.as_str(), t.layers.len())).collect();
-    assert_eq!(got, shapes, "{name}: shapes tuned");
+    assert_eq!(got, TUNING_SHAPES, "{name}: shapes tuned");
     for t in &report {
         assert!(!t.cached, "{name}: {} measured in a fresh process", t.shape);
         assert!(t.candidates.len() >= 2, "{name}: {} has {} candidates", t.shape, t.candidates.len());
