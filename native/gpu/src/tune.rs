@@ -16,7 +16,8 @@
 //! Results are cached per adapter (name, backend, driver version), shape and settings: in the
 //! device context, so later prepares in the process measure nothing, and in a file
 //! ([`Tune::cache`], a line per measurement), so later processes do not either (a CLI run, a
-//! restarted server). A file line whose choice is no longer a candidate is measured again.
+//! restarted server). A file line whose candidates are not today's (another build's tile lists)
+//! is measured again.
 //!
 //! Enabled by `Settings::tune` (`LUCENT_GPU_TUNE`, on by default for GPUs; see lib.rs).
 
@@ -57,7 +58,7 @@ pub struct Tuning {
     pub shape: String,
     /// The layers with this shape, in order.
     pub layers: Vec<String>,
-    /// Every candidate ([`Gemm`] label, e.g. "fma 64x128x16/8+pipelined") with its fastest GPU
+    /// Every candidate (kernel and tile, e.g. "fma 64x128x16/8+pipelined") with its fastest GPU
     /// time in ms; infinite where it failed.
     pub candidates: Vec<(String, f64)>,
     /// The candidate these layers run (the fastest); empty where no candidate had a valid time
