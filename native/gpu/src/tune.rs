@@ -9,8 +9,9 @@
 //! [`PROBE_FLOP`]: such layers run at low resolution in real networks): one warm-up run
 //! (pipeline compilation), then [`ROUNDS`] rounds that alternate the candidates; a candidate's
 //! time is its fastest GPU time (timestamp queries), so tuning needs TIMESTAMP_QUERY and is
-//! skipped without it. A candidate that fails (compilation, validation) is left out; where none
-//! has a valid time, the default choice stays. The static default comes first, so it wins
+//! skipped without it. A candidate that fails (compilation, validation) is left out, and so is
+//! one whose warm-up output disagrees with the default's beyond [`AGREE`] (a fast but wrong
+//! kernel is never chosen); where none has a valid time, the default choice stays. The static default comes first, so it wins
 //! exact ties.
 //!
 //! Results are cached per adapter (name, backend, driver version), shape and settings: in the
@@ -251,17 +252,33 @@ fn measure(ctx: &mut DevCtx, c: &Conv, settings: &Settings, side: usize, cands: 
     }
     let mut best = vec![f64::INFINITY; cands.len()];
     let cancel = Cancel::new();
+    // The warm-up round's first output (the default's, unless it failed): every other
+    // candidate must agree with it, so a kernel that is fast but wrong is never chosen.
+    let mut first: Option<(usize, Tensor)> = None;
     for round in 0..=ROUNDS {
         for (k, slot) in preps.iter_mut().enumerate() {
             let Some(p) = slot else { continue };
             match p.run(ctx, &input, &[1], &cancel) {
-                Ok(_) if round > 0 => {
+                Ok(mut out) if round == 0 => match &first {
+                    None => first = out.pop().map(|t| (k, t)),
+                    Some((j, want)) if !agrees(&out[0], want) => {
+                        eprintln!(
+                            "[lucent-gpu] tuning {}: {} disagrees with {} (max difference {:.3e} relative); left out",
+                            shape(c),
+                            cands[k].label(),
+                            cands[*j].label(),
+                            rel_diff(&out[0], want)
+                        );
+                        *slot = None;
+                    }
+                    Some(_) => {}
+                },
+                Ok(_) => {
                     let t = p.last_profile.iter().find(|t| !t.kernel.is_empty()).map(|t| t.ms).unwrap_or(f64::NAN);
                     if t.is_finite() && t > 0.0 {
                         best[k] = best[k].min(t);
                     }
                 }
-                Ok(_) => {}
                 Err(_) => {
                     recover(ctx)?;
                     *slot = None;
@@ -270,18 +287,48 @@ fn measure(ctx: &mut DevCtx, c: &Conv, settings: &Settings, side: usize, cands: 
             }
         }
     }
-    // A candidate without a valid time in any round (failed, or timestamps that read 0) is
-    // never chosen; the first of equal times wins (the default comes first).
+    Ok(Entry {
+        candidates: cands.iter().zip(&best).map(|(g, &t)| (g.label(), t)).collect(),
+        chosen: fastest(&best).map(|k| cands[k]),
+    })
+}
+
+/// The index of the fastest valid time: a candidate without one in any round (failed,
+/// disagreed, or timestamps that read 0) is never chosen; the first of equal times wins (the
+/// default comes first).
+fn fastest(best: &[f64]) -> Option<usize> {
     let mut chosen: Option<usize> = None;
     for (k, &t) in best.iter().enumerate() {
-        if t.is_finite() && chosen.is_none_or(|b| t < best[b]) {
+        if t.is_finite() && t > 0.0 && chosen.is_none_or(|b| t < best[b]) {
             chosen = Some(k);
         }
     }
-    Ok(Entry {
-        candidates: cands.iter().zip(&best).map(|(g, &t)| (g.label(), t)).collect(),
-        chosen: chosen.map(|k| cands[k]),
-    })
+    chosen
+}
+
+/// Two candidates' outputs differ by at most [`AGREE`] relative to max(1, max|want|).
+pub const AGREE: f32 = 1e-2;
+
+/// max|got - want| / max(1, max|want|) (infinite for other shapes or non-finite values).
+fn rel_diff(got: &Tensor, want: &Tensor) -> f32 {
+    if (got.c, got.h, got.w) != (want.c, want.h, want.w) || got.data.len() != want.data.len() {
+        return f32::INFINITY;
+    }
+    let (mut d, mut m) = (0.0f32, 0.0f32);
+    for (a, b) in got.data.iter().zip(&want.data) {
+        if !a.is_finite() || !b.is_finite() {
+            return f32::INFINITY;
+        }
+        d = d.max((a - b).abs());
+        m = m.max(b.abs());
+    }
+    d / m.max(1.0)
+}
+
+/// Whether `got` agrees with `want` (tiles change only the summation order and, with f16
+/// storage, the last bit of a rounding: far below [`AGREE`]; an indexing error is not).
+fn agrees(got: &Tensor, want: &Tensor) -> bool {
+    rel_diff(got, want) <= AGREE
 }
 
 /// The report on stderr (with `LUCENT_GPU_PROFILE=1`).
@@ -354,4 +401,41 @@ fn write_line(path: &Path, key: &str, e: &Entry) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, out)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fastest_valid_time_wins_and_ties_keep_the_first() {
+        assert_eq!(fastest(&[2.0, 1.0, 3.0]), Some(1));
+        assert_eq!(fastest(&[1.0, 1.0]), Some(0));
+        assert_eq!(fastest(&[f64::INFINITY, 0.0, 2.0, f64::NAN]), Some(2));
+        assert_eq!(fastest(&[f64::INFINITY, 0.0]), None);
+        assert_eq!(fastest(&[]), None);
+    }
+
+    #[test]
+    fn agreement_tolerates_rounding_not_wrong_values() {
+        let want = Tensor::from_vec(2, 2, 2, vec![0.5, -3.0, 2.0, 1.0, 0.0, 0.25, -0.75, 4.0]);
+        // f16 storage: each value off by one f16 ulp at most (2^-11 relative).
+        let mut rounded = want.clone();
+        for v in rounded.data.iter_mut() {
+            *v *= 1.0 + 1.0 / 2048.0;
+        }
+        assert!(agrees(&rounded, &want), "{}", rel_diff(&rounded, &want));
+        // An indexing error: two values swapped.
+        let mut swapped = want.clone();
+        swapped.data.swap(1, 2);
+        assert!(!agrees(&swapped, &want));
+        let mut nan = want.clone();
+        nan.data[3] = f32::NAN;
+        assert!(!agrees(&nan, &want));
+        assert!(!agrees(&Tensor::from_vec(1, 2, 4, want.data.clone()), &want));
+        // Relative to max(1, max|want|): small outputs are compared absolutely.
+        let tiny = Tensor::from_vec(1, 1, 2, vec![1e-3, 0.0]);
+        assert!(agrees(&Tensor::from_vec(1, 1, 2, vec![2e-3, 5e-3]), &tiny));
+        assert!(!agrees(&Tensor::from_vec(1, 1, 2, vec![2e-3, 2e-2]), &tiny));
+    }
 }

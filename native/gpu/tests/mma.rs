@@ -219,7 +219,8 @@ fn real_coop_default_choice() {
 #[ignore = "needs cooperative matrices: bash scripts/mesa-coop.sh test, or -- --ignored on such a GPU"]
 fn real_coop_tuned() {
     let Some(be) = backend() else { return };
-    check_tuned(&be, Some(coop(&be, None)), 44, "coop", BOUND);
+    check_tuned(&be, Some(coop(&be, None)), false, 44, "coop", BOUND);
+    check_tuned(&be, Some(coop(&be, None)), true, 47, "coop", BOUND);
 }
 
 fn whole_network(be: &GpuBackend, plan: MmaPlan, kernel: &str) {

@@ -13,14 +13,15 @@ use std::sync::Arc;
 #[test]
 fn tuned_fma_gemm() {
     let Some(be) = backend() else { return };
-    check_tuned(&be, None, 41, "fma", 1e-4);
+    check_tuned(&be, None, false, 41, "fma", 1e-4);
+    check_tuned(&be, None, true, 46, "fma", 2e-3);
 }
 
 #[test]
 fn tuned_emulated_mma() {
     let Some(be) = backend() else { return };
     let plan = be.emulated_mma(16, 32, true, None);
-    check_tuned(&be, Some(plan), 42, "mma-emulated", 2e-3);
+    check_tuned(&be, Some(plan), false, 42, "mma-emulated", 2e-3);
 }
 
 /// Without tuning (CPU adapters' default unless LUCENT_GPU_TUNE asks) nothing is measured.
@@ -48,7 +49,7 @@ fn tuning_file_cache() {
     let Some(be) = backend() else { return };
     let dir = std::env::temp_dir().join(format!("lucent-tune-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let handle = |side: u32, file: &str| tuning_handle(&be, None, side, Some(dir.join(file)));
+    let handle = |side: u32, file: &str| tuning_handle(&be, None, false, side, Some(dir.join(file)));
     let mut r = Rng::new(45);
     let net = Arc::new(tuning_net(&mut r));
     let x = r.tensor(19, 9, 7);

@@ -161,11 +161,11 @@ pub fn conv_geometry_cases(r: &mut Rng) -> Vec<(&'static str, Net, Tensor)> {
 /// The convolution shapes of [`tuning_net`] with how many layers have each.
 pub const TUNING_SHAPES: [(&str, usize); 3] = [("19->40 3x3 s1,1 d1,1 g1", 1), ("40->40 3x3 s1,1 d1,1 g1", 2), ("40->8 1x1 s1,1 d1,1 g1", 1)];
 
-/// A handle that tunes: f32 storage, no register-blocked kernel, the MMA plan `mma` (None: the
-/// FMA GEMM), probes of `side` pixels, the file cache `cache`.
-pub fn tuning_handle(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, side: u32, cache: Option<std::path::PathBuf>) -> GpuBackend {
+/// A handle that tunes: f16 storage or f32, no register-blocked kernel, the MMA plan `mma` (None:
+/// the FMA GEMM), probes of `side` pixels, the file cache `cache`.
+pub fn tuning_handle(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, f16: bool, side: u32, cache: Option<std::path::PathBuf>) -> GpuBackend {
     be.with_settings(|s| {
-        s.f16 = false;
+        s.f16 = f16;
         s.rb = None;
         s.mma = mma;
         s.tune = Some(lucent_gpu::tune::Tune { side, cache });
@@ -174,12 +174,18 @@ pub fn tuning_handle(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, side: u3
 
 /// Prepare [`tuning_net`] on a [`tuning_handle`] (16-pixel probes, no file) and check the tuner's
 /// report and its effect: one entry per shape of [`TUNING_SHAPES`], every candidate a `kind`
-/// kernel timed on the device (finite, > 0), plain and pipelined forms among them, the fastest
+/// kernel timed on the device (finite, > 0: none failed or disagreed with the default's output,
+/// f16 rounding included), plain and pipelined forms among them, the fastest
 /// chosen and run by every layer of that shape; the output against `lucent_core::reference`
 /// within `bound`; a second prepare answered from the cache with the same choices.
-pub fn check_tuned(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, seed: u64, kind: &str, bound: f32) {
+pub fn check_tuned(be: &GpuBackend, mma: Option<lucent_gpu::MmaPlan>, f16: bool, seed: u64, kind: &str, bound: f32) {
     use lucent_core::ncnn::Op;
-    let (name, h) = (kind, tuning_handle(be, mma, 16, None));
+    let h = tuning_handle(be, mma, f16, 16, None);
+    if f16 && !h.settings().f16 {
+        eprintln!("adapter {} has no SHADER_F16: f16 tuning not tested here", be.adapter_name());
+        return;
+    }
+    let name = &format!("{kind} {}", if f16 { "f16" } else { "f32" });
     let mut r = Rng::new(seed);
     let x = r.tensor(19, 13, 11);
     let net = std::sync::Arc::new(tuning_net(&mut r));
