@@ -170,6 +170,12 @@ pub(crate) fn default_gemm(limits: &wgpu::Limits, mg: usize, settings: &Settings
     mma.unwrap_or_else(|| Gemm::Fma(forced.unwrap_or_else(|| default_cfg(limits, mg <= 16, settings.f16_math, pipe))))
 }
 
+/// Whether convolution (not deconvolution) `c` can run as an implicit GEMM with these settings:
+/// the GEMMs want more than one input and at least 4 outputs per group.
+pub(crate) fn gemm_shaped(c: &Conv, settings: &Settings) -> bool {
+    c.in_per_group() > 1 && c.out_per_group() >= 4 && !settings.conv_direct
+}
+
 /// How a convolution runs, with the layout its weights were uploaded in.
 #[derive(Clone, Copy, Debug)]
 enum ConvKernel {
@@ -286,8 +292,7 @@ fn conv_weights(
         let row = cfg.row(c.kernel_w as u32, settings.f16) as usize;
         return Ok(ConvW { w, aux, kernel: ConvKernel::Rb { cfg, row }, act, prelu: prelu.map(|s| s.len()) });
     }
-    let use_gemm = !deconv && ipg > 1 && mg >= 4 && !settings.conv_direct;
-    if use_gemm {
+    if !deconv && gemm_shaped(c, settings) {
         let gemm = tuned.unwrap_or_else(|| default_gemm(&ctx.limits, mg, settings));
         let (bm, bk) = match gemm {
             Gemm::Fma(c) => (c.bm, c.bk),
@@ -810,16 +815,16 @@ impl Prep {
                 .collect();
             let sum: f64 = self.last_profile.iter().map(|t| t.ms).sum();
             let flop: f64 = self.last_profile.iter().map(|t| t.flop).sum();
-            for t in self.last_profile.iter().filter(|_| !self.quiet) {
-                let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>8.4} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(16) };
-                eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
-            }
             if !self.quiet {
+                for t in &self.last_profile {
+                    let rate = if t.flop > 0.0 && t.ms > 0.0 { format!("{:>8.4} TFLOP/s", t.flop / t.ms / 1e9) } else { " ".repeat(16) };
+                    eprintln!("[lucent-gpu] {:>9.3} ms {rate} {:<12} {:<14} {}", t.ms, t.kernel, t.kind, t.layer);
+                }
                 eprintln!(
-                "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.4} TFLOP, {:.4} TFLOP/s overall",
-                self.last_profile.len(),
-                flop / 1e12,
-                if sum > 0.0 { flop / sum / 1e9 } else { 0.0 }
+                    "[lucent-gpu] {sum:>9.3} ms  total GPU time over {} steps; convolutions {:.4} TFLOP, {:.4} TFLOP/s overall",
+                    self.last_profile.len(),
+                    flop / 1e12,
+                    if sum > 0.0 { flop / sum / 1e9 } else { 0.0 }
                 );
             }
         }

@@ -11,8 +11,8 @@
 //! time is its fastest GPU time (timestamp queries), so tuning needs TIMESTAMP_QUERY and is
 //! skipped without it. A candidate that fails (compilation, validation) is left out, and so is
 //! one whose warm-up output disagrees with the default's beyond [`AGREE`] (a fast but wrong
-//! kernel is never chosen); where none has a valid time, the default choice stays. The static default comes first, so it wins
-//! exact ties.
+//! kernel is never chosen); where none has a valid time, the default choice stays. The static
+//! default comes first, so it wins exact ties.
 //!
 //! Results are cached per adapter (name, backend, driver version), shape and settings: in the
 //! device context, so later prepares in the process measure nothing, and in a file
@@ -22,7 +22,7 @@
 //!
 //! Enabled by `Settings::tune` (`LUCENT_GPU_TUNE`, on by default for GPUs; see lib.rs).
 
-use crate::exec::{default_gemm, fma_cfg_lists, Gemm, Prep};
+use crate::exec::{default_gemm, fma_cfg_lists, gemm_shaped, Gemm, Prep};
 use crate::{mma, DevCtx, Settings};
 use lucent_core::error::Result;
 use lucent_core::ncnn::{Conv, Layer, Net, Op};
@@ -79,11 +79,10 @@ pub(crate) struct Entry {
 /// The GEMMs convolution `c` may run with these settings, the default first; empty where the
 /// choice is not the tuner's (a forced kernel or tile, the register-blocked or direct kernel).
 pub(crate) fn candidates(limits: &wgpu::Limits, c: &Conv, settings: &Settings) -> Vec<Gemm> {
-    let mg = c.out_per_group();
-    let gemm = c.in_per_group() > 1 && mg >= 4 && !settings.conv_direct && settings.conv.is_none() && settings.rb.is_none();
-    if !gemm {
+    if !gemm_shaped(c, settings) || settings.conv.is_some() || settings.rb.is_some() {
         return Vec::new();
     }
+    let mg = c.out_per_group();
     let small = mg <= 16;
     let mut v: Vec<Gemm> = match settings.mma {
         Some(plan) if plan.cfg.is_some() => return Vec::new(),
@@ -154,6 +153,7 @@ pub(crate) fn choose(ctx: &mut DevCtx, net: &Net, settings: &Settings, tune: &Tu
         return Ok((choices, report));
     }
     let mut file: Option<HashMap<String, Line>> = None;
+    let mut measured: Vec<String> = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, l) in net.layers.iter().enumerate() {
         let Op::Conv(c) = &l.op else { continue };
@@ -178,11 +178,8 @@ pub(crate) fn choose(ctx: &mut DevCtx, net: &Net, settings: &Settings, tune: &Tu
             }
             if !cached {
                 let e = measure(ctx, c, settings, side, &cands)?;
-                if let Some(path) = &tune.cache {
-                    // A cache that cannot be written costs a measurement next time, nothing else.
-                    let _ = write_line(path, &k, &e);
-                }
                 ctx.tuned.insert(k.clone(), e);
+                measured.push(k.clone());
             }
             let e = &ctx.tuned[&k];
             seen.insert(k.clone(), report.len());
@@ -197,6 +194,11 @@ pub(crate) fn choose(ctx: &mut DevCtx, net: &Net, settings: &Settings, tune: &Tu
         if let Some(g) = ctx.tuned[&k].chosen {
             choices.insert(i, g);
         }
+    }
+    if let (Some(path), false) = (&tune.cache, measured.is_empty()) {
+        // A cache that cannot be written costs a measurement next time, nothing else.
+        let new: Vec<(&str, &Entry)> = measured.iter().map(|k| (k.as_str(), &ctx.tuned[k])).collect();
+        let _ = write_lines(path, &new);
     }
     Ok((choices, report))
 }
@@ -383,21 +385,23 @@ fn read_file(path: &Path) -> HashMap<String, Line> {
     std::fs::read_to_string(path).map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
 }
 
-/// Replace or add the line of `key` (written to a temporary file, then renamed over the cache,
-/// so a reader never sees half a file; concurrent writers may drop each other's new line).
-fn write_line(path: &Path, key: &str, e: &Entry) -> std::io::Result<()> {
+/// Replace or add the lines of `new` (written to a temporary file, then renamed over the cache,
+/// so a reader never sees half a file; concurrent writers may drop each other's new lines).
+fn write_lines(path: &Path, new: &[(&str, &Entry)]) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     let old = std::fs::read_to_string(path).unwrap_or_default();
     let mut out: String = old
         .lines()
-        .filter(|l| parse_line(l).is_some_and(|(k, _)| k != key))
+        .filter(|l| parse_line(l).is_some_and(|(k, _)| new.iter().all(|(key, _)| k != *key)))
         .flat_map(|l| [l, "\n"])
         .collect();
-    let cands: Vec<String> = e.candidates.iter().map(|(l, ms)| format!("{l}={ms}")).collect();
-    let chosen = e.chosen.map(|g| g.label()).unwrap_or_default();
-    out.push_str(&format!("{key}\t{chosen}\t{}\n", cands.join(";")));
+    for (key, e) in new {
+        let cands: Vec<String> = e.candidates.iter().map(|(l, ms)| format!("{l}={ms}")).collect();
+        let chosen = e.chosen.map(|g| g.label()).unwrap_or_default();
+        out.push_str(&format!("{key}\t{chosen}\t{}\n", cands.join(";")));
+    }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, out)?;
     std::fs::rename(&tmp, path)
