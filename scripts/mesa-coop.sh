@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real cooperative-matrix convolution (native/gpu/src/mma.rs) on a CPU: Mesa 26's lavapipe
+# The real cooperative-matrix convolution (native/gpu/src/ops/mma.rs) on a CPU: Mesa 26's lavapipe
 # lists 8x8x8 f16 x f16 -> f32 cooperative matrices (VK_KHR_cooperative_matrix), Debian bookworm's
 # Mesa 22.3 and bookworm-backports' 25.0 do not. Mesa 26 needs a newer C library than bookworm's,
 # so it lives in a small Debian trixie root (debootstrap + trixie-backports' mesa-vulkan-drivers

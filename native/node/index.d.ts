@@ -16,6 +16,8 @@ export declare function catalog(): Array<CatalogEntry>
 export interface CatalogEntry {
   /** e.g. 'general_4x'. */
   name: string
+  /** api.md's family name, e.g. 'General Enhance' (a family's models differ only by scale). */
+  family: string
   kind: ModelKind
   /** Other API names accepted for this model, e.g. ['detail_denoise']. */
   aliases: Array<string>
@@ -29,6 +31,8 @@ export interface CatalogEntry {
   networks: Array<string>
   /** 'tiled_sr' | 'srmd' | 'denoise_ffdnet' | 'face' | 'interp' | 'unavailable' (more may come). */
   pipeline: string
+  /** Frame interpolation (the 'interp' pipeline): no per-frame enhancement; a job needs an fps or slowmo. */
+  interpolation: boolean
   /** False: listed by the API but not runnable here (-> unknown_model). */
   available: boolean
   /** Why the model is unavailable (absent when available). */
@@ -159,6 +163,9 @@ export declare function info(): EngineInfo
 /** Initialise the process-wide engine (idempotent: later calls return the same engine's info). */
 export declare function init(opts: EngineOptions): EngineInfo
 
+/** Inspect a model file's bytes (`fileName` only shapes error messages). */
+export declare function inspectModel(bytes: Buffer, fileName: string): ModelInspection
+
 /**
  * Video frame-rate conversion: `count` RGB24 frames of width x height packed in `frames`, one
  * output frame per `positions` entry (RIFE v4.6 between neighbours; scene cuts copied from the
@@ -191,6 +198,23 @@ export interface InterpolateResult {
 
 /** Engine category: 'enhance' (DPI honoured) or 'generative' (DPI ignored). */
 export type ModelCategory = 'enhance' | 'generative'
+
+/** What a model file is, as spandrel would describe it. */
+export interface ModelInspection {
+  /** spandrel's architecture id: 'ESRGAN', 'Compact', 'SPAN' or 'PLKSR' (RealPLKSR). */
+  architecture: string
+  /** Container: 'pytorch' (zip), 'pytorch-legacy' or 'safetensors'. */
+  format: string
+  /** Output side / input side. */
+  scale: number
+  inChannels: number
+  outChannels: number
+  /** Hyperparameters by spandrel's constructor argument names, as strings. */
+  params: Record<string, string>
+  tags: Array<string>
+  /** Things the caller should know (e.g. input sides must be a multiple of 2). */
+  warnings: Array<string>
+}
 
 export type ModelKind = 'photo' | 'video'
 

@@ -842,6 +842,7 @@ module.exports.enhanceFrames = nativeBinding.enhanceFrames
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.info = nativeBinding.info
 module.exports.init = nativeBinding.init
+module.exports.inspectModel = nativeBinding.inspectModel
 module.exports.interpolateFrames = nativeBinding.interpolateFrames
 module.exports.ModelCategory = nativeBinding.ModelCategory
 module.exports.ModelKind = nativeBinding.ModelKind

@@ -188,7 +188,10 @@ fn read_meta(h: &Handle) -> Metadata {
                     if heif_image_handle_get_metadata(h.0, ids[0], buf.as_mut_ptr() as *mut c_void).code == 0 {
                         if let Some(x) = crate::exif::Exif::parse(&buf) {
                             m.dpi = x.dpi();
-                            m.orientation = x.orientation();
+                            // No orientation from the EXIF: libheif applies the item's irot/imir while
+                            // decoding (the handle's sides are already the turned ones), and HEIF readers
+                            // ignore the EXIF tag; phones write both, so applying it too would turn the
+                            // picture twice (server/media/orientation.ts mirrors this).
                             m.exif = crate::exif::tiff_start(&buf).map(|s| s.to_vec());
                         }
                     }

@@ -102,7 +102,7 @@ pub(crate) fn encode(inp: &TiffInput) -> Vec<u8> {
         for en in &x.ifd0.entries {
             let structural = matches!(en.tag, 0x00FE..=0x0109 | 0x0111..=0x0119 | 0x011C | 0x013D..=0x0159 | 0x0200..=0x0214);
             let ours = matches!(en.tag, TAG_X_RESOLUTION | TAG_Y_RESOLUTION | TAG_RESOLUTION_UNIT | TAG_ORIENTATION | TAG_ICC);
-            if !structural && !(ours && ifd.get(en.tag).is_some()) {
+            if !structural && (!ours || ifd.get(en.tag).is_none()) {
                 ifd.entries.push(en.clone());
             }
         }

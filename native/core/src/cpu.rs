@@ -7,6 +7,9 @@
 //! - [`calibrate`]: Winograd or im2col per layer, by measured cost (cached per process);
 //! - [`epilogue`]: bias, activation, fused PReLU/ReLU and residual sums on each output row.
 //!
+//! Over 500 lines on purpose: the executor (blob table, layer dispatch, fusion decisions) is one
+//! state machine over every layer kind; splitting it would spread one decision across files.
+//!
 //! Fusion (decided at prepare time, applied when the intermediate blobs are not requested): a conv's
 //! only reader, when it is a PReLU/ReLU, then any chain of two-input Eltwise sums / BinaryOp adds
 //! whose running value is the only reader and whose other input was computed before the conv,
@@ -588,7 +591,7 @@ impl Prepared for CpuNet {
 
 fn validate_conv(l: &Layer, c: &Conv) -> Result<()> {
     if c.weight.len() != c.num_output * c.in_per_group() * c.kernel_w * c.kernel_h
-        || c.num_input % c.group != 0
+        || !c.num_input.is_multiple_of(c.group)
         || c.bias.as_ref().is_some_and(|b| b.len() != c.num_output)
     {
         bail!(Code::ModelInvalid, "layer {}: convolution weights do not match its shape", l.name);

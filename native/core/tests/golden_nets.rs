@@ -76,6 +76,7 @@ struct Case {
     crop: usize,
 }
 
+#[allow(clippy::excessive_precision)] // the published values, digit for digit
 const SRMD_PCA: [f32; 15] = [
     -1.12360956e-08, -1.36899159e-08, 1.85637958e-02, 2.86066886e-08, 3.35292965e-02, 8.37272935e-08, -2.54424009e-07,
     -3.16234976e-02, -1.35169253e-02, -1.10466090e-08, 3.84753793e-02, 3.79465739e-08, -2.44916752e-01, -8.02213490e-01,

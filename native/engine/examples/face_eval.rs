@@ -9,10 +9,12 @@
 //!   back up), so there is something to restore;
 //! - whole/* (4 photos): reference = the photo, input = half its size (2x models), or half size
 //!   and back up (1x).
+//!
 //! For each model (default: the video face models) and variant it prints the mean over the
 //! pictures of PSNR-Y and SSIM-Y (BT.601 luma, 11x11 Gaussian window sigma 1.5) against the
 //! reference and against the `old` variant's output, over the pixels where a detected face's mask
 //! is >= 0.5 (the face area the face network changes), and the mean seconds per picture.
+//!
 //! Variants:
 //! - `base`: the base network alone (no face restored): the floor;
 //! - `old`: the style before issue 14 (face crops at input size, capped at 768 px; portrait_restore
@@ -21,6 +23,7 @@
 //! - `catalog`: the catalog's style today;
 //! - `--variant name:key=value,...` with keys density (out_density), max (work_max), net (face net
 //!   stem), strength: the catalog's style with those fields changed.
+//!
 //! Env LUCENT_MODEL_DIR as for the tests.
 
 use lucent_core::cpu::CpuBackend;

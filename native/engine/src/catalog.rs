@@ -227,6 +227,10 @@ impl Pipeline {
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
     pub name: &'static str,
+    /// The API's family name (api.md "Photo model names" / "Video model names"), e.g. "General Enhance":
+    /// the models of one family differ only by scale (GET /api/models `family`; the photo output-size
+    /// extension picks among a family's scales, server/jobs/output-size.ts).
+    pub family: &'static str,
     pub kind: Kind,
     /// Other names the API accepts for this model (compat.md), e.g. "detail_denoise".
     pub aliases: &'static [&'static str],
@@ -253,6 +257,11 @@ impl ModelInfo {
     /// Pre/post facts of the model's first network.
     pub fn prepost(&self) -> Option<PrePost> {
         self.networks.first().and_then(|n| prepost(n))
+    }
+    /// Whether the model is frame interpolation (its pipeline is [`Pipeline::Interp`]): no per-frame
+    /// enhancement, and a job needs an output frame rate or slow motion (server/video/interp.ts).
+    pub fn interpolation(&self) -> bool {
+        matches!(self.pipeline, Pipeline::Interp)
     }
     /// Size limits (api.md "Limits"): photos by category, videos all alike.
     pub fn limits(&self) -> Limits {
@@ -292,7 +301,7 @@ const FACE_NATURAL_NETS: &[&str] = &[FACE_NATURAL.base, FACE_NATURAL.face_net, F
 /// Generative portrait: the GAN for both, faces under 128 px seen 2x larger.
 const PORTRAIT: FaceStyle = FaceStyle { base: X4PLUS, base_margin: 64, enlarge_below: 128.0, ..FACE_CLEAR };
 const PORTRAIT_NETS: &[&str] = &[PORTRAIT.base, PORTRAIT.face_net, FACE_DETECTOR];
-// Video face styles (issue 14; figures in README "Video": face path cost): the face network was
+// Video face styles (issue 14; figures in docs/models.md "Face models in video"): the face network was
 // 95 % of a portrait_restore_1x frame on the demo clip (x4plus on full-size crops, 19x the plain
 // path). Faces now go through the compact general net (GAN-trained, ~15x cheaper per pixel than
 // x4plus) on crops at their input size (out_density 0: a smaller crop loses the input's detail,
@@ -314,13 +323,14 @@ const FACE_SOFT_VIDEO_NETS: &[&str] = &[FACE_SOFT_VIDEO.base, FACE_SOFT_VIDEO.fa
 const PORTRAIT_VIDEO: FaceStyle = FaceStyle { strength: 0.85, ..FACE_SOFT_VIDEO };
 const PORTRAIT_VIDEO_NETS: &[&str] = &[PORTRAIT_VIDEO.base, PORTRAIT_VIDEO.face_net, FACE_DETECTOR];
 
-/// One catalog entry: name, kind, scale, category, price class, description, networks, pipeline,
+/// One catalog entry: name, family, kind, scale, category, price class, description, networks, pipeline,
 /// tile margin, then optionally `aliases: &[..]` and `unavailable: "why"`.
 macro_rules! m {
-    ($name:expr, $kind:ident, $scale:expr, $cat:ident, $price:ident, $desc:expr, $nets:expr, $pipe:expr, $margin:expr
+    ($name:expr, $family:expr, $kind:ident, $scale:expr, $cat:ident, $price:ident, $desc:expr, $nets:expr, $pipe:expr, $margin:expr
      $(, aliases: $aliases:expr)? $(, unavailable: $why:expr)?) => {
         ModelInfo {
             name: $name,
+            family: $family,
             kind: Kind::$kind,
             aliases: m!(@or [$($aliases)?] &[]),
             scale: $scale,
@@ -341,129 +351,129 @@ macro_rules! m {
 pub static CATALOG: &[ModelInfo] = &[
     // ---- photo: enhancement and denoise
     m!(
-        "face_2x", Photo, 2, Enhance, Enhance,
+        "face_2x", "Face Clear", Photo, 2, Enhance, Enhance,
         "Face Clear 2x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) re-done with Real-ESRGAN x4plus, full strength, feathered blend (no face prior)",
         FACE_CLEAR_NETS, Pipeline::Face(FACE_CLEAR), FACE_CLEAR.base_margin
     ),
     m!(
-        "face_4x", Photo, 4, Enhance, Enhance,
+        "face_4x", "Face Clear", Photo, 4, Enhance, Enhance,
         "Face Clear 4x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) re-done with Real-ESRGAN x4plus, full strength, feathered blend (no face prior)",
         FACE_CLEAR_NETS, Pipeline::Face(FACE_CLEAR), FACE_CLEAR.base_margin
     ),
     m!(
-        "face_v2_2x", Photo, 2, Enhance, Enhance,
+        "face_v2_2x", "Face Natural", Photo, 2, Enhance, Enhance,
         "Face Natural 2x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) get 55% Real-ESRGAN x4plus over the base, feathered blend (no face prior)",
         FACE_NATURAL_NETS, Pipeline::Face(FACE_NATURAL), FACE_NATURAL.base_margin
     ),
     m!(
-        "face_v2_4x", Photo, 4, Enhance, Enhance,
+        "face_v2_4x", "Face Natural", Photo, 4, Enhance, Enhance,
         "Face Natural 4x: Real-ESRGAN general x4v3 on the picture; faces (RetinaFace) get 55% Real-ESRGAN x4plus over the base, feathered blend (no face prior)",
         FACE_NATURAL_NETS, Pipeline::Face(FACE_NATURAL), FACE_NATURAL.base_margin
     ),
     m!(
-        "general_2x", Photo, 2, Enhance, Enhance,
+        "general_2x", "General Enhance", Photo, 2, Enhance, Enhance,
         "General Enhance 2x: Real-ESRGAN general x4v3 (compact), then 2x2 area-average downscale",
         GENERAL, Pipeline::TiledSr, 24
     ),
     m!(
-        "general_4x", Photo, 4, Enhance, Enhance,
+        "general_4x", "General Enhance", Photo, 4, Enhance, Enhance,
         "General Enhance 4x: Real-ESRGAN general x4v3 (SRVGGNetCompact, blind real-world degradations)",
         GENERAL, Pipeline::TiledSr, 24
     ),
     m!(
-        "high_fidelity_2x", Photo, 2, Enhance, Enhance,
+        "high_fidelity_2x", "High Fidelity", Photo, 2, Enhance, Enhance,
         "High Fidelity 2x: SRMDNF x2 (PSNR-trained, bicubic degradation, no noise map)",
         SRMDNF_X2_NET, Pipeline::Srmd, 16
     ),
     m!(
-        "high_fidelity_4x", Photo, 4, Enhance, Enhance,
+        "high_fidelity_4x", "High Fidelity", Photo, 4, Enhance, Enhance,
         "High Fidelity 4x: SRMDNF x4 (PSNR-trained, bicubic degradation, no noise map)",
         SRMDNF_X4_NET, Pipeline::Srmd, 16
     ),
     m!(
-        "sharpen_denoise_1x", Photo, 1, Enhance, Enhance,
+        "sharpen_denoise_1x", "Sharp Denoise", Photo, 1, Enhance, Enhance,
         "Sharp Denoise 1x: noise level estimated from the image (PCA), FFDNet-Clip, then a luma unsharp mask",
         FFDNET_CLIP_NET, Pipeline::Denoise(DenoiseKind::Sharpen), 32, aliases: &["sharpen_denoise"]
     ),
     m!(
-        "detail_denoise_1x", Photo, 1, Enhance, Enhance,
+        "detail_denoise_1x", "Detail Denoise", Photo, 1, Enhance, Enhance,
         "Detail Denoise 1x: noise level estimated from the image (PCA), FFDNet-Clip (texture-keeping sigma)",
         FFDNET_CLIP_NET, Pipeline::Denoise(DenoiseKind::Detail), 32, aliases: &["detail_denoise"]
     ),
     // ---- photo: generative
     m!(
-        "generative_portrait_1x", Photo, 1, Generative, GenerativePortrait,
+        "generative_portrait_1x", "Generative Portrait", Photo, 1, Generative, GenerativePortrait,
         "Generative Portrait 1x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend, 4x4 area-average down (no face prior)",
         PORTRAIT_NETS, Pipeline::Face(PORTRAIT), PORTRAIT.base_margin
     ),
     m!(
-        "generative_portrait_2x", Photo, 2, Generative, GenerativePortrait,
+        "generative_portrait_2x", "Generative Portrait", Photo, 2, Generative, GenerativePortrait,
         "Generative Portrait 2x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend, 2x2 area-average down (no face prior)",
         PORTRAIT_NETS, Pipeline::Face(PORTRAIT), PORTRAIT.base_margin
     ),
     m!(
-        "generative_portrait_4x", Photo, 4, Generative, GenerativePortrait,
+        "generative_portrait_4x", "Generative Portrait", Photo, 4, Generative, GenerativePortrait,
         "Generative Portrait 4x: Real-ESRGAN x4plus (GAN) on the picture and on each face (faces under 128 px seen 2x larger), feathered blend (no face prior)",
         PORTRAIT_NETS, Pipeline::Face(PORTRAIT), PORTRAIT.base_margin
     ),
     m!(
-        "generative_1x", Photo, 1, Generative, Generative,
+        "generative_1x", "Generative Enhance", Photo, 1, Generative, Generative,
         "Generative Enhance 1x: Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale to the input size",
         X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     m!(
-        "generative_2x", Photo, 2, Generative, Generative,
+        "generative_2x", "Generative Enhance", Photo, 2, Generative, Generative,
         "Generative Enhance 2x: Real-ESRGAN x4plus (RRDB, GAN), then 2x2 area-average downscale",
         X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     m!(
-        "generative_4x", Photo, 4, Generative, Generative,
+        "generative_4x", "Generative Enhance", Photo, 4, Generative, Generative,
         "Generative Enhance 4x: Real-ESRGAN x4plus (RRDB, GAN-trained, 16.7M params)",
         X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     // ---- video
     m!(
-        "face_soft_2x", Video, 2, Enhance, Standard,
+        "face_soft_2x", "Face Soft", Video, 2, Enhance, Standard,
         "Face Soft 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 60% Real-ESRGAN general x4v3, feathered blend (no face prior)",
         FACE_SOFT_VIDEO_NETS, Pipeline::Face(FACE_SOFT_VIDEO), FACE_SOFT_VIDEO.base_margin
     ),
     m!(
-        "portrait_restore_1x", Video, 1, Enhance, Standard,
+        "portrait_restore_1x", "Portrait Restore", Video, 1, Enhance, Standard,
         "Portrait Restore 1x (video): Real-ESRGAN animevideov3 x2 + 2x2 area-average down per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN general x4v3, feathered blend (no face prior)",
         PORTRAIT_VIDEO_NETS, Pipeline::Face(PORTRAIT_VIDEO), PORTRAIT_VIDEO.base_margin
     ),
     m!(
-        "portrait_restore_2x", Video, 2, Enhance, Standard,
+        "portrait_restore_2x", "Portrait Restore", Video, 2, Enhance, Standard,
         "Portrait Restore 2x (video): Real-ESRGAN animevideov3 x2 per frame; faces (RetinaFace, boxes smoothed over time) get 85% Real-ESRGAN general x4v3, feathered blend (no face prior)",
         PORTRAIT_VIDEO_NETS, Pipeline::Face(PORTRAIT_VIDEO), PORTRAIT_VIDEO.base_margin
     ),
     m!(
-        "general_restore_1x", Video, 1, Enhance, Standard,
+        "general_restore_1x", "General Restore", Video, 1, Enhance, Standard,
         "General Restore 1x (video): Real-ESRGAN animevideov3 x2, then 2x2 area-average downscale",
         ANIME_X2_NET, Pipeline::TiledSr, 16
     ),
     m!(
-        "general_restore_2x", Video, 2, Enhance, Standard,
+        "general_restore_2x", "General Restore", Video, 2, Enhance, Standard,
         "General Restore 2x (video): Real-ESRGAN animevideov3 x2 (compact, video-trained)",
         ANIME_X2_NET, Pipeline::TiledSr, 16
     ),
     m!(
-        "general_restore_4x", Video, 4, Enhance, Standard,
+        "general_restore_4x", "General Restore", Video, 4, Enhance, Standard,
         "General Restore 4x (video): Real-ESRGAN animevideov3 x4 (compact, video-trained)",
         ANIME_X4_NET, Pipeline::TiledSr, 16
     ),
     m!(
-        "ultrahd_restore_2x", Video, 2, Enhance, Premium,
+        "ultrahd_restore_2x", "Ultra HD", Video, 2, Enhance, Premium,
         "Ultra HD Restore 2x (video): Real-ESRGAN general x4v3, then 2x2 area-average downscale",
         GENERAL, Pipeline::TiledSr, 24
     ),
     m!(
-        "generative_1x", Video, 1, Generative, Premium,
+        "generative_1x", "Generative", Video, 1, Generative, Premium,
         "Generative 1x (video): Real-ESRGAN x4plus (RRDB, GAN), then 4x4 area-average downscale",
         X4PLUS_NET, Pipeline::TiledSr, 64
     ),
     m!(
-        "frame_interpolation", Video, 1, Enhance, Interp,
+        "frame_interpolation", "Frame Interpolation", Video, 1, Enhance, Interp,
         "Frame interpolation (video): RIFE v4.6 in-between frames to the requested fps or slow motion, resolution kept; scene cuts repeat a frame instead of blending",
         RIFE_NET, Pipeline::Interp, 0
     ),
@@ -498,6 +508,7 @@ pub fn entry_json(m: &ModelInfo) -> Value {
     };
     let mut v = json!({
         "name": m.name,
+        "family": m.family,
         "kind": m.kind.as_str(),
         "aliases": m.aliases,
         "scale": m.scale,
@@ -507,6 +518,7 @@ pub fn entry_json(m: &ModelInfo) -> Value {
         "description": m.description,
         "networks": m.networks,
         "pipeline": m.pipeline.id(),
+        "interpolation": m.interpolation(),
         "available": m.available(),
         "reason": m.unavailable,
     });

@@ -255,10 +255,12 @@ pub fn resize(src: RasterRef<'_>, width: usize, height: usize, cancel: &Cancel) 
             if alpha {
                 let a = p[c - 1].clamp(0.0, 1.0);
                 dst.set(x, y, c - 1, a);
+                #[allow(clippy::needless_range_loop)] // ch is also the destination channel
                 for ch in 0..c - 1 {
                     dst.set(x, y, ch, if a > 1e-7 { p[ch] / a } else { 0.0 });
                 }
             } else {
+                #[allow(clippy::needless_range_loop)] // ch is also the destination channel
                 for ch in 0..c {
                     dst.set(x, y, ch, p[ch]);
                 }

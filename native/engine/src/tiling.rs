@@ -33,7 +33,7 @@ impl SrSpec {
     /// Network `stem` (with pre/post facts `pp`) run at output `scale` (a divisor of its own) with
     /// `margin` px of context per tile side (at least its padding). The one constructor.
     pub fn with_prepost(stem: &str, pp: PrePost, scale: usize, margin: usize) -> Result<SrSpec> {
-        if scale == 0 || pp.net_scale % scale != 0 {
+        if scale == 0 || !pp.net_scale.is_multiple_of(scale) {
             return Err(Error::new(Code::Internal, format!("{stem}: scale {scale} does not divide its net scale {}", pp.net_scale)));
         }
         Ok(SrSpec { stem: stem.to_string(), net_scale: pp.net_scale, scale, pad: pp.pad, pad_mode: pp.pad_mode, margin: margin.max(pp.pad) })
@@ -84,7 +84,7 @@ pub struct TilePlan {
 
 impl TilePlan {
     pub fn out_scale_ok(&self) -> bool {
-        self.down >= 1 && self.net_scale >= 1 && self.net_scale % self.down == 0
+        self.down >= 1 && self.net_scale >= 1 && self.net_scale.is_multiple_of(self.down)
     }
     /// Number of tiles for a w x h image.
     pub fn tile_count(&self, w: usize, h: usize) -> usize {

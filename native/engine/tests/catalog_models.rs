@@ -446,6 +446,17 @@ fn price_classes_aliases_and_limits() {
         assert_eq!(j["price_class"], m.price_class.as_str());
         assert_eq!(j["scale"], m.scale);
         assert_eq!(j["available"], m.available());
+        assert_eq!(j["family"], m.family);
+        assert_eq!(j["interpolation"], m.interpolation());
+        // "interpolation alone" is both a pipeline and a price class: the two agree.
+        assert_eq!(m.interpolation(), m.price_class == PriceClass::Interp, "{}", m.name);
+    }
+    // A family is one name stem (the models differ only by scale), and one stem is one family.
+    for a in catalog::CATALOG {
+        let stem = |n: &str| n.rsplit_once('_').filter(|(_, s)| s.ends_with('x') && s[..s.len() - 1].parse::<u32>().is_ok()).map_or(n.to_string(), |(h, _)| h.to_string());
+        for b in catalog::CATALOG.iter().filter(|b| b.kind == a.kind) {
+            assert_eq!(a.family == b.family, stem(a.name) == stem(b.name), "{} / {}", a.name, b.name);
+        }
     }
     let photo_aliases: Vec<(&str, &str)> =
         catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo).flat_map(|m| m.aliases.iter().map(move |a| (*a, m.name))).collect();

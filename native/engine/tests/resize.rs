@@ -72,6 +72,7 @@ fn reference(src: &Raster, w: usize, h: usize) -> Vec<f64> {
             for (sy, ky) in wy[y].iter().enumerate().filter(|(_, k)| **k != 0.0) {
                 for (sx, kx) in wx[x].iter().enumerate().filter(|(_, k)| **k != 0.0) {
                     let a = if alpha { src.get(sx, sy, c - 1) as f64 } else { 1.0 };
+                    #[allow(clippy::needless_range_loop)] // ch indexes the source too
                     for ch in 0..c {
                         let v = src.get(sx, sy, ch) as f64;
                         let v = if alpha && ch < c - 1 { v * a } else { v };

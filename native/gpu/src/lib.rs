@@ -5,6 +5,8 @@
 //! errors never panic: an uncaptured-error handler records them, pipeline and buffer creation run
 //! inside error scopes, waits on the GPU have a timeout, and a lost device fails the in-flight and
 //! every later call with `device_lost` (a later [`GpuBackend::new`] opens a fresh device).
+//! Over 500 lines on purpose: the device thread, its message loop and the public handles form one
+//! protocol (every request, reply and failure path), kept readable side by side; kernels live in `ops/`.
 //!
 //! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
 //! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
@@ -16,25 +18,37 @@
 //! default for GPUs unless `LUCENT_GPU_CONV` or `LUCENT_GPU_PIPELINE` ask for a kernel or form;
 //! `1` also on CPU adapters; a number >= 8 is the probe's side in pixels, default 256).
 //!
-//! Convolutions run on cooperative matrices (tensor cores, [`mma`]) when the adapter lists
+//! Convolutions run on cooperative matrices (tensor cores, [`ops::mma`]) when the adapter lists
 //! the f16 x f16 -> f32 16x16x16 (or 8x8x8) configuration and offers SUBGROUP and SHADER_F16;
 //! the experimental feature is then requested explicitly. Otherwise GPUs run the FMA implicit
-//! GEMM of [`kernels::conv_gemm`] (DX12, older GPUs). CPU adapters (lavapipe) run the
-//! register-blocked direct kernel of [`rb`], which suits a SIMD CPU's JIT better, even where they
-//! list cooperative matrices (the device is still opened with them, so tests can force them).
+//! GEMM of [`ops::conv_gemm`] (DX12, older GPUs). CPU adapters (lavapipe) run the
+//! register-blocked direct kernel of [`ops::rb`], which suits a SIMD CPU's JIT better, even where
+//! they list cooperative matrices (the device is still opened with them, so tests can force them).
+//!
+//! Layout: this file (device thread, handles, settings from the environment, prepare = tune then
+//! build); `ops/` (one op family per file: its WGSL, typed parameters and recording);
+//! `choice.rs` (which convolution kernel runs where); `tune.rs` (the measured choice);
+//! `prep.rs` (a prepared network: fusion, recording each run); `rec.rs` (one run's buffers,
+//! commands, submission and readback); `shape.rs`; `variants.rs` (every shader variant, for the
+//! tests). Modules depend downward only: lib -> tune -> prep -> ops -> rec -> shape, with
+//! `choice` between `conv_step` (and prep, tune) and the kernels it chooses from
+//! (`ops::conv_gemm`, `ops::mma`, `ops::rb`); all of them use this file's `DevCtx` and
+//! `Settings`.
 
-mod exec;
-pub mod kernels;
-pub mod mma;
-pub mod rb;
+mod choice;
+mod conv_step;
+pub mod ops;
+mod prep;
+mod rec;
+mod shape;
 pub mod tune;
 mod variants;
-mod warp;
 
 pub use variants::{probe_coop, shader_variants};
 
-use kernels::ConvCfg;
-use mma::{MmaCfg, MmaMode};
+use ops::conv_gemm::ConvCfg;
+use ops::mma::{self, MmaCfg, MmaMode};
+use ops::rb;
 use lucent_core::error::{Code, Error, Result};
 use lucent_core::ncnn::Net;
 use lucent_core::{Backend, BackendInfo, Cancel, Prepared, Tensor};
@@ -44,7 +58,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-pub use exec::LayerTime;
+pub use prep::LayerTime;
 pub use tune::Tuning;
 
 /// How to pick the adapter.
@@ -78,9 +92,35 @@ const BACKENDS: wgpu::Backends =
     wgpu::Backends::VULKAN.union(wgpu::Backends::METAL).union(wgpu::Backends::DX12);
 
 fn new_instance() -> wgpu::Instance {
+    quiet_device_select();
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = BACKENDS;
     wgpu::Instance::new(desc)
+}
+
+/// Mesa's implicit Vulkan layer VK_LAYER_MESA_device_select (installed with Mesa's drivers) asks
+/// the Wayland compositor which GPU is the default one when the instance enables
+/// VK_KHR_wayland_surface, which wgpu always does where the driver offers it. Where
+/// XDG_RUNTIME_DIR is unset (services, containers, cron) that connection attempt makes
+/// libwayland-client print `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` on
+/// stderr, once per physical-device enumeration. A compute engine has no compositor to ask and
+/// picks its adapter itself (LUCENT_ADAPTER), so there the layer is switched off with its own
+/// switch, NODEVICE_SELECT=1, before the first Vulkan instance, unless the operator set one of
+/// the variables that steer it (NODEVICE_SELECT, MESA_VK_DEVICE_SELECT, DRI_PRIME).
+/// Where XDG_RUNTIME_DIR is a folder (a desktop session) nothing changes.
+fn quiet_device_select() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if !cfg!(target_os = "linux") || ["NODEVICE_SELECT", "MESA_VK_DEVICE_SELECT", "DRI_PRIME"].iter().any(|v| std::env::var_os(v).is_some()) {
+            return;
+        }
+        let runtime_dir_ok = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()).is_some_and(|d| std::path::Path::new(&d).is_dir());
+        if !runtime_dir_ok {
+            // Before any Vulkan instance of this process; the variable is only ever read by the
+            // Vulkan loader (and inherited by child processes, where it has the same meaning).
+            std::env::set_var("NODEVICE_SELECT", "1");
+        }
+    });
 }
 
 fn type_name(t: wgpu::DeviceType) -> &'static str {
@@ -229,7 +269,7 @@ pub(crate) struct DevCtx {
     /// Adapter name, backend, driver and its version: the tuner's measurements hold for it only.
     pub adapter_id: String,
     pub pipelines: HashMap<String, wgpu::ComputePipeline>,
-    pub preps: HashMap<u64, exec::Prep>,
+    pub preps: HashMap<u64, Loaded>,
     /// The tuner's measurements, by convolution shape and settings.
     pub tuned: HashMap<String, tune::Entry>,
     pub dummy: wgpu::Buffer,
@@ -310,6 +350,12 @@ impl DevCtx {
         self.pipelines.insert(key.to_string(), p.clone());
         Ok(p)
     }
+}
+
+/// A prepared network on the device thread, with what the tuner measured for it.
+pub(crate) struct Loaded {
+    prep: prep::Prep,
+    tuning: Vec<Tuning>,
 }
 
 /// What the device thread reports once the device is open.
@@ -652,7 +698,7 @@ impl GpuBackend {
 
     /// The FMA tile configuration the convolution uses for wide layers on this device.
     pub fn conv_cfg(&self) -> ConvCfg {
-        self.settings.conv.unwrap_or_else(|| exec::default_cfg(&self.dev.summary.limits, false, self.settings.f16_math, self.settings.pipelined))
+        self.settings.conv.unwrap_or_else(|| choice::default_fma_cfg(&self.dev.summary.limits, false, self.settings.f16_math, self.settings.pipelined))
     }
 
     /// Allocate and free a GPU buffer of `bytes` (diagnostics: shows the error path for
@@ -688,14 +734,23 @@ impl GpuBackend {
         });
     }
 
-    /// Prepare with this handle's settings, returning the concrete type (profile access).
+    /// Prepare with this handle's settings, returning the concrete type (profile access): with
+    /// `settings.tune`, time the candidate GEMMs of each convolution shape first ([`tune`]), then
+    /// build the network with every layer on its shape's fastest.
     pub fn prepare_gpu(&self, net: Arc<Net>) -> Result<GpuPrepared> {
         let id = self.dev.next_id.fetch_add(1, Ordering::Relaxed);
         let settings = self.settings.clone();
         let n = net.clone();
         self.dev.call(move |ctx| {
-            let p = exec::Prep::new(ctx, n, settings)?;
-            ctx.preps.insert(id, p);
+            let (choices, tuning) = match settings.tune.clone() {
+                Some(t) => tune::choose(ctx, &n, &settings, &t)?,
+                None => (HashMap::new(), Vec::new()),
+            };
+            if settings.profile {
+                tune::print(&tuning);
+            }
+            let prep = prep::Prep::build(ctx, n, settings, &choices)?;
+            ctx.preps.insert(id, Loaded { prep, tuning });
             Ok(())
         })?;
         Ok(GpuPrepared { id, dev: self.dev.clone(), net })
@@ -710,7 +765,7 @@ impl Backend for GpuBackend {
         Ok(Arc::new(self.prepare_gpu(net)?))
     }
     fn max_tile(&self, net: &Net) -> usize {
-        exec::max_tile(net, &self.dev.summary.limits, self.settings.f16)
+        prep::max_tile(net, &self.dev.summary.limits, self.settings.f16)
     }
 }
 
@@ -729,7 +784,7 @@ impl GpuPrepared {
     pub fn conv_kernels(&self) -> Result<Vec<String>> {
         let id = self.id;
         self.dev.call(move |ctx| {
-            Ok(ctx.preps.get(&id).map(|p| p.conv_kernels().into_iter().map(String::from).collect()).unwrap_or_default())
+            Ok(ctx.preps.get(&id).map(|p| p.prep.conv_kernels().into_iter().map(String::from).collect()).unwrap_or_default())
         })
     }
 
@@ -742,7 +797,7 @@ impl GpuPrepared {
     /// Per-layer GPU times of the last run (empty unless profiling was on).
     pub fn last_profile(&self) -> Result<Vec<LayerTime>> {
         let id = self.id;
-        self.dev.call(move |ctx| Ok(ctx.preps.get(&id).map(|p| p.last_profile.clone()).unwrap_or_default()))
+        self.dev.call(move |ctx| Ok(ctx.preps.get(&id).map(|p| p.prep.last_profile.clone()).unwrap_or_default()))
     }
 }
 
@@ -754,9 +809,9 @@ impl Prepared for GpuPrepared {
         let cancel = cancel.clone();
         let id = self.id;
         self.dev.call(move |ctx| {
-            let mut prep = ctx.preps.remove(&id).ok_or_else(|| Error::new(Code::Internal, "prepared network is gone"))?;
-            let r = prep.run(ctx, &inputs, &outputs, &cancel);
-            ctx.preps.insert(id, prep);
+            let mut loaded = ctx.preps.remove(&id).ok_or_else(|| Error::new(Code::Internal, "prepared network is gone"))?;
+            let r = loaded.prep.run(ctx, &inputs, &outputs, &cancel);
+            ctx.preps.insert(id, loaded);
             r
         })
     }

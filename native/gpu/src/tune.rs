@@ -20,10 +20,13 @@
 //! restarted server). A file line whose candidates are not today's (another build's tile lists)
 //! is measured again.
 //!
-//! Enabled by `Settings::tune` (`LUCENT_GPU_TUNE`, on by default for GPUs; see lib.rs).
+//! Enabled by `Settings::tune` (`LUCENT_GPU_TUNE`, on by default for GPUs; see lib.rs, which
+//! calls [`choose`] before building a prepared network). The candidates and the default are
+//! `choice.rs`'s; a probe is a prepared network (`prep.rs`) with the candidate forced.
 
-use crate::exec::{default_gemm, fma_cfg_lists, gemm_shaped, Gemm, Prep};
-use crate::{mma, DevCtx, Settings};
+use crate::choice::{candidates, Gemm};
+use crate::prep::Prep;
+use crate::{DevCtx, Settings};
 use lucent_core::error::Result;
 use lucent_core::ncnn::{Conv, Layer, Net, Op};
 use lucent_core::{Cancel, Tensor};
@@ -74,46 +77,6 @@ pub struct Tuning {
 pub(crate) struct Entry {
     candidates: Vec<(String, f64)>,
     chosen: Option<Gemm>,
-}
-
-/// The GEMMs convolution `c` may run with these settings, the default first; empty where the
-/// choice is not the tuner's (a forced kernel or tile, the register-blocked or direct kernel).
-pub(crate) fn candidates(limits: &wgpu::Limits, c: &Conv, settings: &Settings) -> Vec<Gemm> {
-    if !gemm_shaped(c, settings) || settings.conv.is_some() || settings.rb.is_some() {
-        return Vec::new();
-    }
-    let mg = c.out_per_group();
-    let small = mg <= 16;
-    let mut v: Vec<Gemm> = match settings.mma {
-        Some(plan) if plan.cfg.is_some() => return Vec::new(),
-        Some(plan) => {
-            let (wide, narrow) = mma::cfg_lists(plan.frag);
-            let list = if small { narrow } else { wide };
-            list.into_iter()
-                .flat_map(|c| [c, c.pipelined()])
-                .filter(|c| mma::fits_device(c, limits, plan.mode))
-                .map(|c| Gemm::Mma(c, plan.mode))
-                .collect()
-        }
-        None => {
-            let [wide, narrow] = fma_cfg_lists();
-            let list = if small { narrow } else { wide };
-            list.into_iter()
-                .flat_map(|c| [c, c.pipelined()])
-                .filter(|c| c.fits_device(limits, settings.f16_math))
-                .map(Gemm::Fma)
-                .collect()
-        }
-    };
-    // The default outside the lists (an MMA plan with no fitting tile falls back to the FMA
-    // kernel; no FMA tile fits): nothing to choose from.
-    let d = default_gemm(limits, mg, settings);
-    if !v.contains(&d) {
-        return Vec::new();
-    }
-    v.retain(|g| *g != d);
-    v.insert(0, d);
-    v
 }
 
 fn shape(c: &Conv) -> String {

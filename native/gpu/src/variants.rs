@@ -1,11 +1,17 @@
 //! Diagnostics and test support: the list of every WGSL source the backend can compile, and
 //! what each adapter offers for cooperative matrices.
 
-use crate::kernels::{self, ConvCfg, EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
-use crate::mma::{self, MmaMode};
-use crate::rb::{self, RbCfg, RbShape};
-use crate::{exec, new_instance, warp, BACKENDS};
+use crate::choice::fma_cfg_lists;
+use crate::ops::conv::{EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
+use crate::ops::conv_gemm::{conv_gemm, ConvCfg};
+use crate::ops::mma::{self, MmaMode};
+use crate::ops::rb::{self, RbCfg, RbShape};
+use crate::ops::{copy, direct, eltwise, pool, resample, softmax, warp};
+use crate::{new_instance, BACKENDS};
 use std::panic::catch_unwind;
+
+/// A kernel family without options beyond f16 storage: its name and its WGSL builder.
+type Named = (&'static str, fn(bool) -> String);
 
 /// Every WGSL source the backend can compile, with what the device needs for it:
 /// (name, source, needs SHADER_F16, needs cooperative matrices + subgroups). The naga tests
@@ -14,18 +20,18 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
     let mut v = Vec::new();
     for f16 in [false, true] {
         let p = if f16 { "f16" } else { "f32" };
-        let simple: [(&str, fn(bool) -> String); 11] = [
-            ("conv_direct", kernels::conv_direct),
-            ("deconv", kernels::deconv),
-            ("inner", kernels::inner),
-            ("unary", kernels::unary),
-            ("binary", kernels::binary),
-            ("pshuf", kernels::pshuf),
-            ("pshuf_add", kernels::pshuf_add),
-            ("resample", kernels::resample),
-            ("copy3", kernels::copy3),
-            ("pool", kernels::pool),
-            ("softmax", kernels::softmax),
+        let simple: [Named; 11] = [
+            ("conv_direct", direct::conv_direct),
+            ("deconv", direct::deconv),
+            ("inner", direct::inner),
+            ("unary", eltwise::unary),
+            ("binary", eltwise::binary),
+            ("pshuf", resample::pshuf),
+            ("pshuf_add", resample::pshuf_add),
+            ("resample", resample::resample),
+            ("copy3", copy::copy3),
+            ("pool", pool::pool),
+            ("softmax", softmax::softmax),
         ];
         for (n, g) in simple {
             v.push((format!("{n}:{p}"), g(f16), f16, false));
@@ -33,14 +39,14 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
         v.push((format!("warp:{p}"), warp::shader(f16), f16, false));
         let mut seen = std::collections::HashSet::new();
         // Every FMA tile, plain and pipelined.
-        let cfgs: Vec<ConvCfg> = exec::fma_cfg_lists().concat().into_iter().filter(|c| seen.insert(*c)).flat_map(|c| [c, c.pipelined()]).collect();
+        let cfgs: Vec<ConvCfg> = fma_cfg_lists().concat().into_iter().filter(|c| seen.insert(*c)).flat_map(|c| [c, c.pipelined()]).collect();
         for c in cfgs {
             for acc16 in [false, true] {
                 if acc16 && !f16 {
                     continue;
                 }
                 let form = if c.pipelined { "pipelined" } else { "plain" };
-                v.push((format!("conv_gemm:{p}:{}x{}x{}/{}:{form}:acc16={acc16}", c.bm, c.bn, c.bk, c.tm), kernels::conv_gemm(f16, acc16, c), f16, false));
+                v.push((format!("conv_gemm:{p}:{}x{}x{}/{}:{form}:acc16={acc16}", c.bm, c.bn, c.bk, c.tm), conv_gemm(f16, acc16, c), f16, false));
             }
         }
         // The register-blocked kernel, generated per tile and per layer shape (kernel width,

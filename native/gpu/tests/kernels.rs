@@ -5,7 +5,7 @@ mod common;
 use common::{backend, conv_net, prelu_residual_net, rel_err, NetBuilder, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Backend, Cancel, Tensor};
-use lucent_gpu::kernels::ConvCfg;
+use lucent_gpu::ops::conv_gemm::ConvCfg;
 use lucent_gpu::GpuBackend;
 use std::sync::Arc;
 
@@ -132,7 +132,7 @@ fn convolution_geometry_variants() {
     let mut r = Rng::new(2);
     // 5x3 kernel, stride 2, dilation 2, asymmetric pads, pad value, clip activation
     let net = conv_net(&mut r, "Convolution", 6, 20, 5, 3, 1, "2=2 3=2 4=1 15=3 14=2 16=0 18=0.25 9=3 -23310=2,-0.5,0.7", true);
-    check_gemm(&format!("conv5x3 s2 d2 pads"), &be, net, vec![("in", r.tensor(6, 21, 19))], &["out"]);
+    check_gemm("conv5x3 s2 d2 pads", &be, net, vec![("in", r.tensor(6, 21, 19))], &["out"]);
     // SAME_UPPER padding, stride 2, relu
     let net = conv_net(&mut r, "Convolution", 8, 16, 3, 3, 1, "3=2 4=-233 9=1", true);
     check_gemm("conv3x3 s2 same_upper relu", &be, net, vec![("in", r.tensor(8, 14, 15))], &["out"]);

@@ -1,4 +1,4 @@
-//! The matrix-multiply-accumulate convolution (src/mma.rs) against lucent_core::reference on
+//! The matrix-multiply-accumulate convolution (src/ops/mma.rs) against lucent_core::reference on
 //! fresh random inputs: its emulated form on any adapter (lavapipe in CI), and the real
 //! cooperative-matrix kernel on an adapter that lists cooperative matrices.
 //!
@@ -23,7 +23,7 @@ mod common;
 use common::{backend, check_tuned, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
-use lucent_gpu::mma::{cfg_lists, fits_device, MmaCfg, MmaMode};
+use lucent_gpu::ops::mma::{cfg_lists, fits_device, MmaCfg, MmaMode};
 use lucent_gpu::{GpuBackend, MmaPlan};
 use std::sync::Arc;
 

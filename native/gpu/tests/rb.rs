@@ -1,4 +1,4 @@
-//! The register-blocked direct convolution (src/rb.rs, the default on CPU adapters such as
+//! The register-blocked direct convolution (src/ops/rb.rs, the default on CPU adapters such as
 //! lavapipe) against lucent_core::reference on fresh random inputs: every tile shape tried on
 //! sizes that are no multiple of it, strides, dilation, asymmetric pads and pad values, groups,
 //! every activation, PReLU (shared and per channel) and the fused residual, f32 and f16 storage
@@ -11,7 +11,7 @@ mod common;
 use common::{backend, conv_geometry_cases, conv_net, prelu_residual_net, rel_err, Rng};
 use lucent_core::ncnn::Net;
 use lucent_core::{reference, Cancel, Tensor};
-use lucent_gpu::rb::RbCfg;
+use lucent_gpu::ops::rb::RbCfg;
 use lucent_gpu::GpuBackend;
 use std::sync::Arc;
 

@@ -196,7 +196,7 @@ fn a_broken_shader_fails_here() {
 
 #[test]
 fn cooperative_matrix_selection_and_tile_plans() {
-    use lucent_gpu::mma::{default_cfg, pick_frag, MmaMode};
+    use lucent_gpu::ops::mma::{default_cfg, pick_frag, MmaMode};
     use wgpu::{CooperativeMatrixProperties as Prop, CooperativeScalarType as S};
     let p = |n: u32, ab: S, cr: S| Prop { m_size: n, n_size: n, k_size: n, ab_type: ab, cr_type: cr, saturating_accumulation: false };
     // NVIDIA / AMD list 16x16x16 f16 -> f32 (among others): 16.

@@ -60,6 +60,8 @@ pub struct FaceStyle {
 pub struct CatalogEntry {
     /// e.g. 'general_4x'.
     pub name: String,
+    /// api.md's family name, e.g. 'General Enhance' (a family's models differ only by scale).
+    pub family: String,
     pub kind: ModelKind,
     /// Other API names accepted for this model, e.g. ['detail_denoise'].
     pub aliases: Vec<String>,
@@ -73,6 +75,8 @@ pub struct CatalogEntry {
     pub networks: Vec<String>,
     /// 'tiled_sr' | 'srmd' | 'denoise_ffdnet' | 'face' | 'interp' | 'unavailable' (more may come).
     pub pipeline: String,
+    /// Frame interpolation (the 'interp' pipeline): no per-frame enhancement; a job needs an fps or slowmo.
+    pub interpolation: bool,
     /// False: listed by the API but not runnable here (-> unknown_model).
     pub available: bool,
     /// Why the model is unavailable (absent when available).
@@ -103,6 +107,7 @@ fn entry(m: &ModelInfo) -> CatalogEntry {
     };
     CatalogEntry {
         name: m.name.to_string(),
+        family: m.family.to_string(),
         kind: match m.kind {
             Kind::Photo => ModelKind::Photo,
             Kind::Video => ModelKind::Video,
@@ -125,6 +130,7 @@ fn entry(m: &ModelInfo) -> CatalogEntry {
         description: m.description.to_string(),
         networks: m.networks.iter().map(|s| s.to_string()).collect(),
         pipeline: m.pipeline.id().to_string(),
+        interpolation: m.interpolation(),
         available: m.available(),
         reason: m.unavailable.map(|s| s.to_string()),
         face,

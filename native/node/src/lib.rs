@@ -4,7 +4,8 @@
 //! The package's `index.js` (loader) and `index.d.ts` (types) are GENERATED from the `#[napi]`
 //! items of this crate by `napi build` (scripts/build-native.mjs): change the API here, never there.
 //! Here: `init`, `info`, `probe`; `errors.rs`: the error codes; `catalog.rs`: `catalog()`;
-//! `tasks.rs`: the async `enhance` and `enhanceFrames`; `interp.rs`: the async `interpolateFrames`.
+//! `tasks.rs`: the async `enhance` and `enhanceFrames`; `interp.rs`: the async `interpolateFrames`;
+//! `models.rs`: `inspectModel` (bring your own model).
 //!
 //! Errors: thrown / rejected `Error`s carry `code` = the stable engine code string
 //! (`EngineErrorCode`, the table in native/core/src/error.rs). Async calls take an optional
@@ -14,6 +15,7 @@
 pub mod catalog;
 pub mod errors;
 pub mod interp;
+pub mod models;
 pub mod tasks;
 
 use errors::{nerr, ErrCode};

@@ -6,8 +6,15 @@
 //! The answers are cached for the life of the process, keyed by shape, ISA level and thread count, so
 //! a network is calibrated once per process (and shapes shared between networks once in all): on 2
 //! Zen 3 cores 0.13 s (quiet) to 0.7 s (load average 11) for RealESRGAN_x4plus (6 shapes), 0.05-0.15 s
-//! for realesr-general-x4v3 (2 shapes). Nothing is written to disk. [`log`] lists what was measured
-//! (`cpu_bench` prints it).
+//! for realesr-general-x4v3 (2 shapes). [`log`] lists what was measured (`cpu_bench` prints it).
+//!
+//! And across processes, in a file (a line per shape), so a CLI run or a restarted server does not
+//! measure again: `LUCENT_CPU_CALIBRATION_CACHE` (empty = no file), else
+//! `$XDG_CACHE_HOME/lucent/cpu-calibration.tsv` or `$HOME/.cache/lucent/cpu-calibration.tsv`. A line
+//! is keyed by the CPU model (/proc/cpuinfo), the ISA level, the thread count, the shape, and this
+//! build's kernels (crate version and a hash of the kernel sources, build.rs): another machine,
+//! another `LUCENT_CPU_ISA` or `LUCENT_WORKERS` split, or changed kernels measure again. A file
+//! that cannot be read or written costs a measurement, nothing else.
 //!
 //! `LUCENT_CPU_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies without measuring
 //! ([`ConvPolicy`]; `CpuBackend::with_policy` sets it per backend).
@@ -18,6 +25,7 @@ use super::{winograd, Val};
 use crate::ncnn::model::{Activation, Conv, Padding};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -35,6 +43,8 @@ pub struct Measured {
     pub im2col_ms: f64,
     /// Wall time the measurement took (both algorithms, warm-ups, packing).
     pub cost_ms: f64,
+    /// Read from the file cache (measured by an earlier process; `cost_ms` is that measurement's).
+    pub cached: bool,
 }
 
 impl Measured {
@@ -104,6 +114,13 @@ pub fn measure(ic: usize, oc: usize, isa: Isa) -> Measured {
     if let Some(m) = cache().lock().ok().and_then(|m| m.get(&key).copied()) {
         return m;
     }
+    let file = cache_file();
+    if let Some(m) = file.and_then(|f| file_lines(f).get(&file_key(ic, oc, isa, threads)).and_then(|l| parse_value(l, ic, oc, isa, threads))) {
+        if let Ok(mut cache) = cache().lock() {
+            cache.insert(key, m);
+        }
+        return m;
+    }
     let t0 = Instant::now();
     let mut seed = 0x9e3779b97f4a7c15u64 ^ (ic * 1000 + oc) as u64;
     let mut rnd = move || {
@@ -145,9 +162,117 @@ pub fn measure(ic: usize, oc: usize, isa: Isa) -> Measured {
             }
         }
     }
-    let m = Measured { ic, oc, isa, threads, winograd_ms: best[0], im2col_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3 };
+    let m = Measured { ic, oc, isa, threads, winograd_ms: best[0], im2col_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
     if let Ok(mut cache) = cache().lock() {
         cache.insert(key, m);
     }
+    if let Some(f) = file {
+        // A cache that cannot be written costs a measurement next time, nothing else.
+        let _ = write_line(f, &file_key(ic, oc, isa, threads), &m);
+    }
     m
+}
+
+// ------------------------------------------------------------------ the file cache
+
+/// The cache file (see the module doc), or None.
+fn cache_file() -> Option<&'static Path> {
+    static F: OnceLock<Option<PathBuf>> = OnceLock::new();
+    F.get_or_init(|| match std::env::var_os("LUCENT_CPU_CALIBRATION_CACHE") {
+        Some(p) if p.is_empty() => None,
+        Some(p) => Some(PathBuf::from(p)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|p| !p.is_empty()).map(|h| Path::new(&h).join(".cache")))
+            .map(|d| d.join("lucent").join("cpu-calibration.tsv")),
+    })
+    .as_deref()
+}
+
+/// The file's lines (key -> value), read once per process and file.
+fn file_lines(path: &Path) -> HashMap<String, String> {
+    static READ: OnceLock<Mutex<HashMap<PathBuf, HashMap<String, String>>>> = OnceLock::new();
+    let mut all = match READ.get_or_init(Default::default).lock() {
+        Ok(g) => g,
+        Err(_) => return read_file(path),
+    };
+    all.entry(path.to_path_buf()).or_insert_with(|| read_file(path)).clone()
+}
+
+/// The CPU's model name (Linux: /proc/cpuinfo), tabs and newlines replaced; else the architecture.
+pub fn cpu_model() -> &'static str {
+    static M: OnceLock<String> = OnceLock::new();
+    M.get_or_init(|| {
+        std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("CPU part"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+            .replace(['\t', '\n', '|'], " ")
+    })
+}
+
+/// A shape's key in the file: format, this build's kernels, the CPU, ISA, threads, shape.
+fn file_key(ic: usize, oc: usize, isa: Isa, threads: usize) -> String {
+    format!("1|{}-{}|{}|{}|{threads}|{ic}x{oc}", env!("CARGO_PKG_VERSION"), env!("LUCENT_CPU_KERNELS"), cpu_model(), isa.name())
+}
+
+/// "winograd_ms TAB im2col_ms TAB cost_ms" -> a cached measurement.
+fn parse_value(v: &str, ic: usize, oc: usize, isa: Isa, threads: usize) -> Option<Measured> {
+    let mut f = v.split('\t').map(|x| x.parse::<f64>().ok().filter(|n| n.is_finite() && *n >= 0.0));
+    let (winograd_ms, im2col_ms, cost_ms) = (f.next()??, f.next()??, f.next()??);
+    Some(Measured { ic, oc, isa, threads, winograd_ms, im2col_ms, cost_ms, cached: true })
+}
+
+/// The file's lines by key (empty when missing or unreadable; bad lines skipped).
+fn read_file(path: &Path) -> HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().filter_map(|l| l.split_once('\t')).map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        .unwrap_or_default()
+}
+
+/// Replace or add one line (written to a temporary file, then renamed over the cache, so a reader
+/// never sees half a file; concurrent writers may drop each other's new lines: measured again).
+fn write_line(path: &Path, key: &str, m: &Measured) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out: String = old.lines().filter(|l| l.split_once('\t').is_some_and(|(k, _)| k != key)).flat_map(|l| [l, "\n"]).collect();
+    out.push_str(&format!("{key}\t{}\t{}\t{}\n", m.winograd_ms, m.im2col_ms, m.cost_ms));
+    let tmp = path.with_extension(format!("tmp{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], ""));
+    std::fs::write(&tmp, out)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_cache_lines_round_trip_and_replace() {
+        let dir = std::env::temp_dir().join(format!("lucent-cal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("sub").join("cpu-calibration.tsv");
+        assert!(read_file(&path).is_empty(), "a missing file is an empty cache");
+        let m = Measured { ic: 64, oc: 64, isa: Isa::Scalar, threads: 2, winograd_ms: 1.5, im2col_ms: 2.25, cost_ms: 30.0, cached: false };
+        let k = file_key(64, 64, Isa::Scalar, 2);
+        assert!(k.contains(cpu_model()) && k.ends_with("|scalar|2|64x64"), "{k}");
+        write_line(&path, &k, &m).unwrap();
+        write_line(&path, "other", &Measured { winograd_ms: 9.0, ..m }).unwrap();
+        write_line(&path, &k, &Measured { winograd_ms: 3.0, ..m }).unwrap();
+        let lines = read_file(&path);
+        assert_eq!(lines.len(), 2);
+        let back = parse_value(&lines[&k], 64, 64, Isa::Scalar, 2).unwrap();
+        assert!(back.cached && back.winograd_ms == 3.0 && back.im2col_ms == 2.25 && back.cost_ms == 30.0 && !back.winograd());
+        assert!(parse_value("1\tx\t2", 1, 1, Isa::Scalar, 1).is_none());
+        assert!(parse_value("1\t2", 1, 1, Isa::Scalar, 1).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -142,6 +142,7 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
     let dst = SendPtr(out.data.as_mut_ptr());
     let weight = &c.weight;
     (0..nblocks).into_par_iter().for_each(|bi| {
+        #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
         let dst = dst;
         let y0 = bi * rows;
         let y1 = (y0 + rows).min(oh);

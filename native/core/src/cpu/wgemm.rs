@@ -75,7 +75,7 @@ impl Layout {
     /// (e.g. RRDB's 32-channel convs: 36 rows computed for 32).
     pub fn for_rows(path: Path, rows: usize) -> Layout {
         let l = Layout::of(path);
-        if path == Path::Avx2 && rows % 6 != 0 && rows % 4 == 0 && rows <= 32 {
+        if path == Path::Avx2 && !rows.is_multiple_of(6) && rows.is_multiple_of(4) && rows <= 32 {
             Layout { mr: 4, ..l }
         } else {
             l
@@ -92,7 +92,7 @@ impl Layout {
 /// Pack `u` (`npos` matrices of `rows x k`, row-major, contiguous) into the micro-kernel order:
 /// per matrix, blocks of MR rows, each block `k` steps of MR values (rows past `rows` are zero).
 pub fn pack_a(u: &[f32], npos: usize, rows: usize, k: usize, l: Layout) -> Vec<f32> {
-    debug_assert!(l.rows_padded(rows) % l.mr == 0);
+    debug_assert!(l.rows_padded(rows).is_multiple_of(l.mr));
     let rp = l.rows_padded(rows);
     let mut out = vec![0.0f32; npos * rp * k];
     for pos in 0..npos {
@@ -146,7 +146,7 @@ pub struct Batch<'a> {
 /// The pointers must cover the extents above; `path.isa().supported()`.
 pub unsafe fn run(path: Path, p: &Batch) {
     debug_assert!(path.isa().supported());
-    debug_assert!(p.rows % Layout::for_rows(path, p.rows).mr == 0);
+    debug_assert!(p.rows.is_multiple_of(Layout::for_rows(path, p.rows).mr));
     match path {
         #[cfg(target_arch = "x86_64")]
         Path::Avx512 => run_avx512(p),
@@ -180,7 +180,7 @@ unsafe fn run_avx512(p: &Batch) {
 #[inline(always)]
 unsafe fn batch<S: Simd, const MR: usize, const NV: usize>(p: &Batch) {
     let w = NV * S::LANES;
-    debug_assert!(p.rows % MR == 0 && p.tp % S::LANES == 0);
+    debug_assert!(p.rows.is_multiple_of(MR) && p.tp.is_multiple_of(S::LANES));
     debug_assert_eq!(p.b.iter().map(|s| s.k).sum::<usize>(), p.k);
     for pos in 0..p.npos {
         let a = p.a.add(pos * p.a_stride);

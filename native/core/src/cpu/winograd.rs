@@ -199,6 +199,7 @@ pub fn transform_input(key: InputKey, planes: &[&[f32]], buf: Vec<f32>) -> Trans
     let dst = SendPtr(data.as_mut_ptr());
     let geo = key.geo();
     (0..key.blocks()).into_par_iter().for_each(|bi| {
+        #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
         let dst = dst;
         let (tr, k0, t, tp) = key.block(bi);
         SCRATCH.with(|s| {
@@ -254,6 +255,7 @@ pub fn forward(c: &Conv, p: &Packed, sources: &[Source], w: usize, h: usize, g: 
     }
     let dst = SendPtr(out.data.as_mut_ptr());
     (0..key.blocks()).into_par_iter().for_each(|bi| {
+        #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
         let dst = dst;
         let (tr, k0, t, tp) = key.block(bi);
         SCRATCH.with(|s| {

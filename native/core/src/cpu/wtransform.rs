@@ -60,6 +60,7 @@ unsafe fn input<S: Simd>(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: 
             }
             *hr = bt::<S>(d);
         }
+        #[allow(clippy::needless_range_loop)] // column j of the 6x6 tile: a transpose
         for j in 0..6 {
             let o = bt::<S>([h[0][j], h[1][j], h[2][j], h[3][j], h[4][j], h[5][j]]);
             for (rp, ov) in o.iter().enumerate() {
@@ -84,6 +85,7 @@ unsafe fn output<S: Simd>(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mu
             }
             *cj = at::<S>(d);
         }
+        #[allow(clippy::needless_range_loop)] // column r of the 6x4 tile: a transpose
         for r in 0..4 {
             let s = at::<S>([c[0][r], c[1][r], c[2][r], c[3][r], c[4][r], c[5][r]]);
             S::interleave4(s, y.add(r * 4 * tp + 4 * k));

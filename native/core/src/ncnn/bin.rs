@@ -53,7 +53,7 @@ impl<'a> WeightReader<'a> {
 
     /// `count` plain f32 values.
     pub fn raw(&mut self, count: usize, what: &str) -> Result<Vec<f32>> {
-        let b = self.take(count.checked_mul(4).unwrap_or(usize::MAX), what)?;
+        let b = self.take(count.saturating_mul(4), what)?;
         Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 

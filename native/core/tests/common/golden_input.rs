@@ -54,7 +54,7 @@ fn field<'a>(obj: &'a str, key: &str) -> &'a str {
     if let Some(s) = rest.strip_prefix('"') {
         &s[..s.find('"').unwrap()]
     } else {
-        let end = rest.find(|c: char| c == ',' || c == '}').unwrap_or(rest.len());
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
         rest[..end].trim()
     }
 }

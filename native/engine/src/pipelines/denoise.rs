@@ -41,7 +41,7 @@ pub struct Usm {
     pub radius: f32,
 }
 
-/// Per-model constants (measured, see README "Quality").
+/// Per-model constants (measured, see docs/models.md "Quality").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DenoiseParams {
     /// Multiplier on the calibrated sigma estimate.

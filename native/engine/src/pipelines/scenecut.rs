@@ -8,7 +8,7 @@
 //! zooms and fast motion move little mass; a cut replaces the content of every region. Regions
 //! (rather than one global histogram) catch cuts between shots of similar overall colour.
 //!
-//! Threshold [`DEFAULT_THRESHOLD`] = 0.25, from the measurements in README "Frame interpolation"
+//! Threshold [`DEFAULT_THRESHOLD`] = 0.25, from the measurements in docs/models.md "Frame interpolation, engine side"
 //! (`cargo run --release -p lucent-engine --example interp_eval -- scenecut`): motion in the
 //! shared video peaks at 0.106 (frames two apart), pans of up to 16,8 px and 5 % zooms of the
 //! shared photos at 0.213 (a 16,8 px pan of the 179x179 `0014.jpg`, i.e. 9 % of its width per

@@ -11,6 +11,7 @@ use crate::tiling::{SrSpec, TileAdapter};
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
 
 /// The bicubic kernel's PCA code (shared/models/README.md; the same for x2/x3/x4).
+#[allow(clippy::excessive_precision)] // the published values, digit for digit
 pub const BICUBIC_PCA: [f32; 15] = [
     -1.12360956e-08, -1.36899159e-08, 1.85637958e-02, 2.86066886e-08, 3.35292965e-02, 8.37272935e-08, -2.54424009e-07,
     -3.16234976e-02, -1.35169253e-02, -1.10466090e-08, 3.84753793e-02, 3.79465739e-08, -2.44916752e-01, -8.02213490e-01,

@@ -103,6 +103,7 @@ impl NetBuilder {
 
 /// Input -> one convolution layer (`kind`: Convolution / ConvolutionDepthWise) with ncnn params
 /// `extra` and random weights (and bias when `bias`).
+#[allow(clippy::too_many_arguments)] // one conv layer's whole description
 pub fn conv_net(r: &mut Rng, kind: &str, cin: usize, cout: usize, kw: usize, kh: usize, group: usize, extra: &str, bias: bool) -> Net {
     let mut b = NetBuilder::new();
     b.input("in");

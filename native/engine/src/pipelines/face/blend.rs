@@ -35,6 +35,7 @@ impl Region {
 /// box is degenerate.
 pub fn face_region(b: &FaceBox, w: usize, h: usize) -> Option<Region> {
     let side = EXPAND * b.width().max(b.height());
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN sides are refused too
     if !(side >= 2.0) || w == 0 || h == 0 {
         return None;
     }

@@ -13,9 +13,13 @@
 //!   so no read sits in divergent control flow.
 //!
 //! The kernel is generated per (KW, SW, DW) of the layer (the window is unrolled); a network has
-//! few of those. Params as `kernels::conv_gemm` 0..21, then 22 = weight row length (scalars).
+//! few of those. Parameters: [`RbParams`].
 
-use crate::kernels::{conv_common, header_with, EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
+use super::conv::{conv_common, dispatch_tiles, ConvCall, ConvParams, EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
+use super::{header_with, params, pipeline, Words};
+use crate::rec::Rec;
+use crate::DevCtx;
+use lucent_core::error::Result;
 
 /// Shape of one thread's register tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,7 +37,7 @@ impl RbCfg {
     /// the README's "Running on a GPU").
     pub const DEFAULT: RbCfg = RbCfg { mc: 8, px: 16 };
     pub fn valid(&self) -> bool {
-        self.mc >= 4 && self.mc % 4 == 0 && self.mc <= 32 && self.px >= 1 && self.px <= 32
+        self.mc >= 4 && self.mc.is_multiple_of(4) && self.mc <= 32 && self.px >= 1 && self.px <= 32
     }
     /// Scalars per weight row (one (ic, ky) of one output-channel block): KW * MC, padded to
     /// whole 16-byte reads (vec4 of f32, or of u32 holding 8 f16).
@@ -43,8 +47,8 @@ impl RbCfg {
 }
 
 /// Per-layer specialisation: kernel width, horizontal stride and dilation, and the epilogue
-/// (activation code and flags as in params 15 and 18), so the generated kernel holds only the
-/// epilogue this layer needs (the general one, inlined for every output of the tile, is what
+/// (activation code and flags as in `conv.rs`'s `Epilogue`), so the generated kernel holds only
+/// the epilogue this layer needs (the general one, inlined for every output of the tile, is what
 /// makes a kernel slow to compile on llvmpipe).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RbShape {
@@ -55,8 +59,30 @@ pub struct RbShape {
     pub flags: u32,
 }
 
+params! {
+    /// The register-blocked kernel's parameters.
+    pub(crate) struct RbParams {
+        /// In `lead`: input channels per group.
+        pub conv: ConvParams,
+        /// Scalars per weight row ([`RbCfg::row`]).
+        pub row: u32,
+    }
+}
+
+/// Record `call` on this kernel with tile `cfg` (`row`: the uploaded weights' row length).
+pub(crate) fn record(ctx: &mut DevCtx, rec: &mut Rec, call: ConvCall, cfg: RbCfg, row: usize) -> Result<()> {
+    let c = call.c;
+    let e = call.params.epi;
+    let sh = RbShape { kw: c.kernel_w as u32, sw: c.stride_w as u32, dw: c.dilation_w as u32, act: e.act, flags: e.flags };
+    let p = RbParams { conv: call.params, row: row as u32 }.words();
+    let pipe = pipeline(ctx, rec, &format!("conv_rb:{cfg:?}:{sh:?}"), |f16| conv_rb(f16, cfg, sh))?;
+    let tiles = tiles(cfg, c.out_per_group(), call.output.h, call.output.w);
+    dispatch_tiles(rec, pipe, call.bufs, &p, tiles, c.group, call.lname)
+}
+
 /// The weights in this kernel's layout: [group][M block][ic * kh + ky][kx * MC + m] (rows of
 /// `cfg.row(kw, f16)`, zero padded; M padded to whole blocks). `w` is ncnn's [out][in/group][kh][kw].
+#[allow(clippy::too_many_arguments)] // the conv's geometry, as the WGSL reads it
 pub fn pack_weights(w: &[f32], group: usize, mg: usize, ipg: usize, kh: usize, kw: usize, cfg: RbCfg, f16: bool) -> Vec<f32> {
     let mc = cfg.mc as usize;
     let tiles = mg.div_ceil(mc);
@@ -182,11 +208,11 @@ STORE
         // Element e = rb + ix0 + o lives in word (e >> 1), half (e & 1). With the window's start
         // e0 = rb + ix0 = 2 * b + par: column o is half (par + o) of the words from b on.
         loads.push_str("            let e0 = rb + ix0;\n            let par = (e0 & 1) == 1;\n            let b = (e0 - (e0 & 1)) / 2;\n");
-        let words = (maxc + 1) / 2 + 1;
+        let words = maxc.div_ceil(2) + 1;
         for i in 0..words {
             loads.push_str(&format!("            let h{i} = f16x2(X[u32(max(b + {i}, 0))]);\n"));
         }
-        let half = |k: u32| format!("h{}.{}", k / 2, if k % 2 == 0 { "x" } else { "y" });
+        let half = |k: u32| format!("h{}.{}", k / 2, if k.is_multiple_of(2) { "x" } else { "y" });
         for &o in &cols {
             loads.push_str(&format!(
                 "            let x{o} = select(padv, select({}, {}, par), rowok && cok{o});\n",
@@ -209,7 +235,7 @@ STORE
             // 8 f16 per vec4<u32>: word j/2 of the row, half j%2.
             let v = j / 8;
             let comp = ["x", "y", "z", "w"][((j % 8) / 2) as usize];
-            format!("u{v}{comp}.{}", if j % 2 == 0 { "x" } else { "y" })
+            format!("u{v}{comp}.{}", if j.is_multiple_of(2) { "x" } else { "y" })
         } else {
             format!("v{}.{}", j / 4, ["x", "y", "z", "w"][(j % 4) as usize])
         }
@@ -253,7 +279,7 @@ STORE
             }
         }
     }
-    // Epilogue for this layer only (see `epi` in kernels.rs for the general one): per output
+    // Epilogue for this layer only (see `epi` in conv.rs for the general one): per output
     // channel its bias (and PReLU slope) once, per output the activation, slope, residual.
     let (prelu, per_ch, res) = (s.flags & EPI_PRELU != 0, s.flags & EPI_PRELU_PER_CHANNEL != 0, s.flags & EPI_RESIDUAL != 0);
     store.push_str("    let ca = pf(16u); let cb = pf(17u); let c19 = pf(19u); let c20 = pf(20u);\n");

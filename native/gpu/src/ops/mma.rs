@@ -10,7 +10,7 @@
 //!   over the same tile elements with the same row/column-major meaning. It runs anywhere
 //!   (lavapipe), so CI checks the kernel's indexing against the CPU reference.
 //!
-//! GEMM view (as the FMA kernel in `kernels::conv_gemm`): C[M = out channels][N = pixels] =
+//! GEMM view (as the FMA kernel in `conv_gemm.rs`): C[M = out channels][N = pixels] =
 //! A[M][K] x B[K][N], K = in_c * kh * kw, per group (workgroup z). Per K step of BK:
 //! - `As` (f16, BK x BM) holds A column-major: element (m, k) at `k * BM + m`, loaded from the
 //!   weights laid out `[group][kpad][mpad]` (the same buffer layout as the FMA kernel);
@@ -28,7 +28,12 @@
 //! Workgroup tiles whose warp tiles outnumber the subgroups (larger subgroups than planned) are
 //! covered by the `R` warp tiles per subgroup, planned for the adapter's largest subgroup size.
 
-use crate::kernels::{conv_common, header_with, GEMM_GATHER, GEMM_PROLOGUE};
+use super::conv::{conv_common, ConvCall};
+use super::conv_gemm::{dispatch_gemm, gemm_words, GEMM_GATHER, GEMM_PROLOGUE};
+use super::{header_with, pipeline};
+use crate::rec::Rec;
+use crate::DevCtx;
+use lucent_core::error::Result;
 
 /// Which implementation of the fragment operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,12 +92,12 @@ impl MmaCfg {
             && self.wm > 0
             && self.wn > 0
             && self.wg > 0
-            && self.bk % f == 0
-            && self.bm % (self.wm * f) == 0
-            && self.bn % (self.wn * f) == 0
-            && (self.bk * self.bm) % self.wg == 0
-            && (self.bk * self.bn) % self.wg == 0
-            && self.wg % self.bn == 0
+            && self.bk.is_multiple_of(f)
+            && self.bm.is_multiple_of(self.wm * f)
+            && self.bn.is_multiple_of(self.wn * f)
+            && (self.bk * self.bm).is_multiple_of(self.wg)
+            && (self.bk * self.bn).is_multiple_of(self.wg)
+            && self.wg.is_multiple_of(self.bn)
             && self.bn.is_power_of_two()
     }
     /// Whether `mode` can run this configuration (emulated subgroups must divide the workgroup
@@ -101,7 +106,7 @@ impl MmaCfg {
         match mode {
             MmaMode::Coop { .. } => self.valid(),
             MmaMode::Emulated { sg, .. } => {
-                self.valid() && sg > 0 && self.wg % sg == 0 && (self.frag * self.frag) % sg == 0
+                self.valid() && sg > 0 && self.wg.is_multiple_of(sg) && (self.frag * self.frag).is_multiple_of(sg)
             }
         }
     }
@@ -155,7 +160,8 @@ pub fn pick_frag(props: &[wgpu::CooperativeMatrixProperties]) -> Option<u32> {
 }
 
 /// WGSL of the MMA convolution for storage precision `f16` (T), configuration `c` and `mode`.
-/// Parameters and bindings are those of `kernels::conv_gemm` (the host side is shared).
+/// Parameters, bindings and weights are the FMA GEMM's (`conv_gemm.rs`: `GemmParams`, the
+/// gather table, `pack_weights`).
 pub fn conv_mma(f16: bool, c: MmaCfg, mode: MmaMode) -> String {
     assert!(c.fits(mode), "MMA configuration {c:?} does not fit {mode:?}");
     let (coop, sg, tiles16) = match mode {
@@ -354,4 +360,12 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
 "#,
     );
     s
+}
+
+/// Record `call` on the MMA kernel with tile `cfg` in `mode`; the weights were packed to
+/// `mpad` x `kpad` (the FMA GEMM's layout and parameters).
+pub(crate) fn record(ctx: &mut DevCtx, rec: &mut Rec, call: ConvCall, cfg: MmaCfg, mode: MmaMode, mpad: usize, kpad: usize) -> Result<()> {
+    let p = gemm_words(&call, mpad, kpad);
+    let pipe = pipeline(ctx, rec, &format!("conv_mma:{cfg:?}:{mode:?}"), |f16| conv_mma(f16, cfg, mode))?;
+    dispatch_gemm(rec, pipe, call, &p, cfg.bm, cfg.bn)
 }
