@@ -5,6 +5,9 @@
 #   S3          127.0.0.1:${LUCENT_SVC_S3_PORT:-9000}     (moto's S3 server when installed, else s3rver from npm),
 #                                                    bucket `lucent`
 # State lives in ${LUCENT_SERVICES_DIR:-/tmp/lucent-services}. Running it again reuses what is already up.
+# Test isolation (test/support/redis-db.ts, test/scaleout/services.ts): each scale-out test leases a Redis db number
+# of its own (64 here: suites side by side, several checkouts) and creates a PostgreSQL database and an S3 bucket of
+# its own, so nothing here is flushed or shared between tests.
 #   eval "$(scripts/services.sh)"      # start (or reuse) and export LUCENT_DATABASE_URL, LUCENT_REDIS_URL, LUCENT_S3_*
 #   scripts/services.sh stop           # stops the three services started here
 # Exit status 1 (with a message on stderr) when a service cannot be started. The test/dev PostgreSQL cluster uses
@@ -48,7 +51,7 @@ start_redis() {
   command -v redis-server >/dev/null || fail "redis-server not installed (Debian: apt-get install redis-server)"
   mkdir -p "$DIR/redis"
   redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes --dir "$DIR/redis" \
-    --pidfile "$DIR/redis/redis.pid" --logfile "$DIR/redis/redis.log" --save '' --appendonly no >/dev/null 9>&-
+    --pidfile "$DIR/redis/redis.pid" --logfile "$DIR/redis/redis.log" --save '' --appendonly no --databases 64 >/dev/null 9>&-
   for _ in $(seq 50); do
     redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && return 0
     sleep 0.1

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// `npm test`: every test of the project. The Rust workspace (`cargo test --release`, sharing the
+// `npm test`: every test of the project. The Rust workspace (the clippy gate, then `cargo test --release`, sharing the
 // release build of the addon), the real cooperative-matrix tests on Mesa 26's lavapipe where
-// `scripts/mesa-coop.sh prepare` made its root, then the tap suites. Prints tap's totals as `# tap-pass N` /
-// `# tap-fail N` lines (.ci/run adds them to cargo's "test result:" lines) and exits non-zero if
-// anything failed. Pass `--js` or `--rust` to run one half only; other arguments go to tap.
+// `scripts/mesa-coop.sh prepare` made its root, then the tap suites. Prints the time of each tap suite file
+// (`# suite times: ...`, slowest first), then tap's totals as `# tap-pass N` / `# tap-fail N` lines (.ci/run
+// adds them to cargo's "test result:" lines) and exits non-zero if anything failed. Pass `--js` or `--rust` to
+// run one half only; other arguments go to tap.
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
@@ -13,15 +14,26 @@ const args = process.argv.slice(2)
 const only = args.includes('--js') ? 'js' : args.includes('--rust') ? 'rust' : 'all'
 const tapArgs = args.filter((a) => a !== '--js' && a !== '--rust')
 
+// tap's top-level result lines, one per suite file: `ok 3 - test/x.ts # time=1234.5ms` (or `not ok`, or `# SKIP`)
+const suiteLine = /^(not ok|ok) \d+ - (\S+)(?: # (?:time=([\d.]+)(ms|s)\b)?.*)?$/
+const suites = []
+
 function run(cmd, argv, { capture = false } = {}) {
   return new Promise((resolve) => {
     const p = spawn(cmd, argv, { stdio: ['ignore', capture ? 'pipe' : 'inherit', 'inherit'], cwd: root })
     let out = ''
+    let partial = ''
     if (capture) {
       p.stdout.on('data', (d) => {
         process.stdout.write(d)
         out += d.toString()
         if (out.length > 1 << 20) out = out.slice(-(1 << 19))
+        const lines = (partial + d.toString()).split('\n')
+        partial = lines.pop()
+        for (const l of lines) {
+          const m = suiteLine.exec(l)
+          if (m) suites.push({ file: m[2], ok: m[1] === 'ok', s: m[3] ? Number(m[3]) / (m[4] === 'ms' ? 1000 : 1) : null })
+        }
       })
     }
     p.on('close', (code) => resolve({ code: code ?? 1, out }))
@@ -46,6 +58,12 @@ if (!process.env.LUCENT_MODEL_DIR) {
 
 let failed = false
 if (only !== 'js') {
+  // Gate: clippy on every crate and target, warnings are errors (clippy.toml: the workspace's MSRV). Counted as
+  // one cargo-style test result line, which .ci/run adds up with cargo test's.
+  const t0 = Date.now()
+  const lint = await run('cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
+  console.log(`test result: ${lint.code === 0 ? 'ok. 1 passed; 0 failed' : 'FAILED. 0 passed; 1 failed'}; (cargo clippy --workspace --all-targets -D warnings, ${Math.round((Date.now() - t0) / 1000)} s)`)
+  if (lint.code !== 0) failed = true
   const r = await run('cargo', ['test', '--release', '--workspace', '--no-fail-fast'])
   if (r.code !== 0) failed = true
   // The real cooperative-matrix kernel on Mesa 26's lavapipe, where scripts/mesa-coop.sh prepared it
@@ -63,7 +81,15 @@ if (only !== 'js') {
 if (only !== 'rust') {
   // the playground page the suites serve and drive in Chromium (scripts/build-playground.mjs; fast)
   if ((await run(process.execPath, [path.join(root, 'scripts/build-playground.mjs')])).code !== 0) failed = true
+  // the compiled server (dist/) that the spawned `lucent` processes run while it matches the sources (bin/lucent.js)
+  if ((await run(process.execPath, [path.join(root, 'scripts/build-server.mjs')])).code !== 0) failed = true
+  const t0 = Date.now()
   const r = await run('npx', ['tap', '--reporter=tap', ...tapArgs], { capture: true })
+  // time per suite file, slowest first (tap's own `# time=` of each file), then the totals
+  const timed = suites.filter((x) => x.s !== null).sort((a, b) => b.s - a.s)
+  console.log(`# suite times: ${suites.length} files, ${timed.reduce((n, x) => n + x.s, 0).toFixed(1)} s summed, ${((Date.now() - t0) / 1000).toFixed(1)} s wall`)
+  for (const x of timed) console.log(`#   ${x.s.toFixed(1).padStart(7)} s  ${x.file}${x.ok ? '' : '  (failed)'}`)
+  for (const x of suites) if (x.s === null) console.log(`#         -    ${x.file}${x.ok ? '  (skipped)' : '  (failed)'}`)
   const m = /# \{ total: (\d+)(?:, pass: (\d+))?(?:, fail: (\d+))?/.exec(r.out.slice(-4000))
   const pass = m ? Number(m[2] ?? 0) : 0
   let fail = m ? Number(m[3] ?? 0) : 0

@@ -1,6 +1,6 @@
 /**
  * build(config) -> the Fastify instance, composed from named parts; each line says where its concern lives.
- * The Architecture section of README.md follows a photo and a video job through these files.
+ * docs/architecture.md follows a photo and a video job through these files.
  */
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'

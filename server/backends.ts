@@ -51,7 +51,7 @@ async function openStorage(config: Config): Promise<Backends['storage']> {
     const { S3Storage } = await import('./storage/s3.js')
     return new S3Storage(config.s3)
   }
-  return new LocalStorage(config.dataDir, loadSecret(config.dataDir), () => config.publicUrl)
+  return new LocalStorage(config.dataDir, loadSecret(config.dataDir), () => config.publicUrl, () => config.filesBaseUrl ?? config.publicUrl)
 }
 
 export async function openBackends(config: Config, role: ProcessRole): Promise<Backends> {

@@ -1,6 +1,7 @@
 /**
- * The model catalog as the gateway sees it: API model names, aliases, scales, price classes and limits,
- * built from `models/catalog.json`, the view generated from `native/engine/src/catalog.rs` (the only source;
+ * The model catalog as the gateway sees it: API model names, families, aliases, scales, price classes, limits
+ * and which model is frame interpolation, built from `models/catalog.json`, the view generated from
+ * `native/engine/src/catalog.rs` (the only source;
  * `LUCENT_WRITE_CATALOG=1 cargo test -p lucent-engine --test catalog_models catalog_json` rewrites it).
  * A new plain super-resolution model therefore needs no edit here: its price class names its price table
  * (server/pricing.ts) and its limits come with it.
@@ -16,12 +17,16 @@ import { MODELS_META_DIR } from './config.js'
 
 const Common = {
   name: Type.String({ minLength: 1 }),
+  /** api.md's family name ("General Enhance"): the models of one family (and kind) differ only by scale. */
+  family: Type.String({ minLength: 1 }),
   aliases: Type.Array(Type.String()),
   scale: Type.Integer({ minimum: 1 }),
   category: Type.Enum(['enhance', 'generative']),
   description: Type.String(),
   networks: Type.Array(Type.String()),
   pipeline: Type.String(),
+  /** Frame interpolation (the engine's interp pipeline): no per-frame enhancement; needs an fps or slowmo. */
+  interpolation: Type.Boolean(),
   available: Type.Boolean(),
   reason: Type.Union([Type.String(), Type.Null()]),
 }
@@ -85,9 +90,9 @@ export function fromAddon(entry: object): Partial<CatalogModel> {
       .map(([s, c]) => [s, pick(lim, s, c)] as const).filter(([, v]) => v !== undefined),
   )
   const out: Obj = {
-    name: e.name, kind: e.kind, aliases: e.aliases, scale: e.scale, category: e.category,
+    name: e.name, family: e.family, kind: e.kind, aliases: e.aliases, scale: e.scale, category: e.category,
     price_class: pick(e, 'price_class', 'priceClass'), limits,
-    description: e.description, networks: e.networks, pipeline: e.pipeline, available: e.available, reason: e.reason ?? null,
+    description: e.description, networks: e.networks, pipeline: e.pipeline, interpolation: e.interpolation, available: e.available, reason: e.reason ?? null,
   }
   return out as Partial<CatalogModel>
 }
@@ -96,6 +101,8 @@ export function fromAddon(entry: object): Partial<CatalogModel> {
 
 export interface PhotoModel {
   name: string
+  /** api.md's family name: the output-size extension runs another scale of the same family (jobs/output-size.ts). */
+  family: string
   scale: number
   /** Engine category: 'enhance' models honour DPI (api.md), generative ones ignore it. */
   category: 'enhance' | 'generative'
@@ -105,7 +112,10 @@ export interface PhotoModel {
 
 export interface VideoModel {
   name: string
+  family: string
   scale: number
+  /** Frame interpolation (frame_interpolation): no per-frame enhancement; a job needs `fps` or `slowmo`. */
+  interpolation: boolean
   priceClass: VideoPriceClass
   limits: { maxOutMP: number; minSeconds: number; maxSeconds: number }
 }
@@ -118,10 +128,10 @@ export function catalogMaps(models: CatalogModel[]) {
   const videoAliases = new Map<string, string>()
   for (const m of models) {
     if (m.kind === 'photo') {
-      photo.set(m.name, { name: m.name, scale: m.scale, category: m.category, priceClass: m.price_class, limits: { maxInMP: m.limits.max_in_mp, maxOutMP: m.limits.max_out_mp } })
+      photo.set(m.name, { name: m.name, family: m.family, scale: m.scale, category: m.category, priceClass: m.price_class, limits: { maxInMP: m.limits.max_in_mp, maxOutMP: m.limits.max_out_mp } })
       for (const a of m.aliases) photoAliases.set(a, m.name)
     } else {
-      video.set(m.name, { name: m.name, scale: m.scale, priceClass: m.price_class, limits: { maxOutMP: m.limits.max_out_mp, minSeconds: m.limits.min_seconds, maxSeconds: m.limits.max_seconds } })
+      video.set(m.name, { name: m.name, family: m.family, scale: m.scale, interpolation: m.interpolation, priceClass: m.price_class, limits: { maxOutMP: m.limits.max_out_mp, minSeconds: m.limits.min_seconds, maxSeconds: m.limits.max_seconds } })
       for (const a of m.aliases) videoAliases.set(a, m.name)
     }
   }

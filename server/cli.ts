@@ -7,11 +7,13 @@
  *   models     model files: list, fetch, verify (server/models/cli.ts)
  *   enhance    the engine in this process on files, folders and globs (server/enhance/)
  *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
+ *   config     the settings in effect and where each came from (server/settings.ts), secrets masked
  * Output formats of existing commands are kept as they were: other tools parse them.
  */
 import fs from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
-import { loadConfig, type Config } from './config.js'
+import { loadConfig, ConfigError, type Config } from './config.js'
+import { unknownVariables, unknownWarning } from './settings.js'
 import { openStore } from './backends.js'
 import { hashKey, newApiKey } from './auth.js'
 import type { ApiKey as ApiKeyRow, Store } from './store/types.js'
@@ -41,6 +43,8 @@ async function serve(opts: { role?: string }) {
     die((e as Error).message)
   }
   const { default: cluster } = await import('node:cluster')
+  // an unknown LUCENT_* variable is most likely a misspelt setting (once per host: not again in each HTTP child)
+  if (!cluster.isWorker) for (const u of unknownVariables(process.env)) process.stderr.write(`lucent: warning: ${unknownWarning(u)}\n`)
   const clustered = config.httpProcesses > 1
   if (clustered && config.role === 'worker') die('LUCENT_HTTP_PROCESSES applies to the all and gateway roles (a worker serves no API)')
   const child = clustered && cluster.isWorker
@@ -240,7 +244,7 @@ const program = new Command('lucent')
   .showSuggestionAfterError(true)
   .showHelpAfterError('(add --help for usage)')
   .addHelpText('after', `
-Environment: DATA_DIR, LUCENT_DATABASE_URL, LUCENT_MODEL_DIR, LUCENT_BACKEND ... (see README, Configuration).
+Environment: DATA_DIR, LUCENT_DATABASE_URL, LUCENT_MODEL_DIR, LUCENT_BACKEND ... (\`lucent config\`; docs/configuration.md).
 
 Examples:
   lucent serve
@@ -249,7 +253,7 @@ Examples:
   lucent enhance photos/ --recursive --model general_4x --out upscaled/`)
 
 program.command('serve')
-  .description('serve the API (PORT, HOST, DATA_DIR, LUCENT_*: see server/config.ts)')
+  .description('serve the API (PORT, HOST, DATA_DIR, LUCENT_*: see `lucent config`, docs/configuration.md)')
   .addOption(new Option('--role <role>', 'overrides LUCENT_ROLE: gateway = HTTP API only, worker = runs jobs from the shared queue (LUCENT_REDIS_URL), all = both')
     .choices(['all', 'gateway', 'worker']).default(undefined, '$LUCENT_ROLE, else all'))
   .addHelpText('after', '\nExamples:\n  lucent serve\n  LUCENT_REDIS_URL=redis://q:6379 lucent serve --role worker')
@@ -329,6 +333,19 @@ program.command('bench')
     return native(['bench', ...Object.entries(o).flatMap(([k, v]) => v === undefined || v === false ? [] : v === true ? [`--${flag(k)}`] : [`--${flag(k)}`, v])])
   })
 
+program.command('config')
+  .description('print each setting\'s value in effect and its source (default or environment), secrets masked')
+  .option('--json', 'as JSON: { settings: [{ name, value, source, default, type, unit?, readers, secret?, error? }], unknown: [{ name, closest }] }')
+  .addHelpText('after', '\nExits 1 when a value is invalid (`lucent serve` would refuse to start). Every setting: docs/configuration.md.\n'
+    + '\nExamples:\n  lucent config\n  lucent config --json | jq \'.settings[] | select(.source == "environment")\'')
+  .action(async (o: { json?: boolean }) => {
+    const { configText, effectiveSettings } = await import('./settings.js')
+    const settings = effectiveSettings(process.env)
+    if (o.json) process.stdout.write(`${JSON.stringify({ settings, unknown: unknownVariables(process.env) }, null, 2)}\n`)
+    else process.stdout.write(configText(process.env))
+    if (settings.some((s) => s.error)) process.exitCode = 1
+  })
+
 program.command('native')
   .description('run the `lucent-native` binary with these arguments (bench, run, catalog; `lucent native help`)')
   .argument('[args...]', 'its arguments')
@@ -339,6 +356,11 @@ program.command('native')
 try {
   await program.parseAsync(process.argv)
 } catch (e) {
+  // a bad setting: its message (naming the variable), no stack trace
+  if (e instanceof ConfigError) {
+    process.stderr.write(`lucent: ${e.message}\n`)
+    process.exit(2)
+  }
   if (!(e instanceof CommanderError)) throw e
   // help and --version exit 0; usage errors 2 (as the commands' own checks)
   process.exit(e.exitCode === 0 ? 0 : 2)

@@ -63,7 +63,7 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
     const e = lucent.engine
     return e.state === 'ready' && e.info && 'backend' in e.info ? e.info.backend : null
   }) : undefined
-  const jobs = new JobLifecycle({ store, queue, log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts, eta })
+  const jobs = new JobLifecycle({ store, queue, log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts, eta, deliveryDeadlineMs: config.outputPut.deadlineMs })
   const startedAt = Date.now()
   const lucent: Lucent = {
     config, role, store, storage, queue, backends, pool, jobs,

@@ -9,7 +9,7 @@
  * - signed links/uploads with a bad signature, a wrong Content-Type or past expiry -> HTTP 403, 100403001
  * - fetched bytes that are not a supported image (photo)     -> 110400007; not a usable video -> 110400008
  * - ffprobe missing                                          -> 100500005 "Configuration error"
- * Extension codes (not in api.md; README "API extensions"):
+ * Extension codes (not in api.md; docs/api.md):
  * - 110400014: the error_code of a job canceled by POST /api/task-cancel (status ERROR, reason "canceled")
  * - 110409000: task-cancel of a job that has already finished (HTTP 409)
  * - 110409001: an Idempotency-Key reused with another request body (HTTP 409)

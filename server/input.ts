@@ -11,6 +11,7 @@ import type { MediaStorage } from './storage/types.js'
 
 export function fetchPolicy(cfg: Config, maxBytes: number): FetchPolicy {
   return {
+    ...cfg.outbound,
     allow: cfg.fetchAllow,
     maxBytes,
     connectTimeoutMs: 10_000,

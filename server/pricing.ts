@@ -10,9 +10,16 @@
  * interpolation (`fps` / `slowmo`, server/video/interp.ts) is priced by its output: the output's seconds (x
  * slowmo) at the output rate, `fpsOver60Factor` instead of `fpsOver30Factor` above 60 fps (frames made by
  * interpolation only: a source above 60 fps, not interpolated, keeps compat.md's 30-60 band price).
+ *
+ * The rules themselves live in server/price-rules.ts (pure, shared with the playground), over the tables in the
+ * shape GET /api/models publishes; this file loads the tables in force and builds those tables.
  */
 import fs from 'node:fs'
-import { PhotoPriceClass, type VideoPriceClass } from './catalog.js'
+import { PhotoPriceClass, type PhotoModel, type VideoPriceClass } from './catalog.js'
+import { familyOf } from './jobs/output-size.js'
+import {
+  photoCoins, photoJobCoins, videoCoins, videoJobCoins, type PhotoPriceTable, type VideoPriceTable,
+} from './price-rules.js'
 
 type Tiers = Array<[number | null, number]>
 export interface Prices extends Record<PhotoPriceClass, Tiers> {
@@ -49,11 +56,9 @@ export function loadPrices(file?: string): Prices {
   return p
 }
 
-export function photoPrice(prices: Prices, priceClass: PhotoPriceClass, outPixels: number): number {
-  const mp = outPixels / 1e6
-  const table = prices[priceClass]
-  for (const [upper, coins] of table) if (upper === null || mp < upper) return coins
-  return table[table.length - 1][1]
+/** A photo price class's table in the shape GET /api/models publishes (server/price-rules.ts PhotoPriceTable). */
+export function photoTable(prices: Prices, priceClass: PhotoPriceClass): { unit: 'output_megapixels'; tiers: Array<PhotoPriceTable['tiers'][number]> } {
+  return { unit: 'output_megapixels', tiers: prices[priceClass].map(([below, coins]) => ({ below_mp: below, coins })) }
 }
 
 /** Video price tiers by the output's short side (inclusive upper bound in px; null = no bound), ascending. */
@@ -61,19 +66,49 @@ export const VIDEO_TIERS: ReadonlyArray<readonly [keyof Prices['video'], number 
   ['720p', 720], ['1080p', 1080], ['2k', 1440], ['4k', 2160], ['8k', null],
 ]
 
-export function videoTier(width: number, height: number): keyof Prices['video'] {
-  const short = Math.min(width, height)
-  for (const [tier, max] of VIDEO_TIERS) if (max === null || short <= max) return tier
-  return '8k'
+/** A video price class's table in the shape GET /api/models publishes (the class factor applied per second). */
+export function videoTable(prices: Prices, priceClass: VideoPriceClass): VideoPriceTable & { unit: 'output_second'; tiers: Array<VideoPriceTable['tiers'][number]> } {
+  const factor = priceClass === 'premium' ? prices.premiumFactor : priceClass === 'interp' ? prices.interpFactor : 1
+  return {
+    unit: 'output_second',
+    tiers: VIDEO_TIERS.map(([tier, max]) => ({ name: tier, max_short_side: max, coins_per_second: prices.video[tier] * factor })),
+    fps_over_30_factor: prices.fpsOver30Factor,
+    fps_over_60_factor: prices.fpsOver60Factor,
+    minimum_coins: 1,
+  }
+}
+
+// The gateway's charges: the tables in force through the one set of rules (server/price-rules.ts).
+
+export function photoPrice(prices: Prices, priceClass: PhotoPriceClass, outPixels: number): number {
+  return photoCoins(photoTable(prices, priceClass), outPixels)
+}
+
+/**
+ * The ONE place that decides a photo job's price (server/price-rules.ts photoJobCoins), from the upright input
+ * (server/media/orientation.ts uprightSize), the model that runs (its family's scales) and the output asked for:
+ * the output's megapixels, but never less than the networks' own output.
+ */
+export function photoJobPrice(
+  prices: Prices, run: PhotoModel, input: { width: number; height: number }, output?: { width: number; height: number },
+  models?: ReadonlyMap<string, PhotoModel>,
+): number {
+  return photoJobCoins(photoTable(prices, run.priceClass), familyOf(run, models).map((m) => m.scale), run.scale, input, output)
+}
+
+/**
+ * A video job's price (server/price-rules.ts videoJobCoins): per output second, by the tier of `resolution`, or of
+ * the network's own output when `resolution` shrinks the input.
+ */
+export function videoJobPrice(
+  prices: Prices, model: { scale: number; priceClass: VideoPriceClass }, input: { width: number; height: number },
+  resolution: readonly [number, number], fps: number, seconds: number, interpolated = false,
+): number {
+  return videoJobCoins(videoTable(prices, model.priceClass), model.scale, input, resolution, fps, seconds, interpolated)
 }
 
 /** Coins for `seconds` of output at `fps` (`interpolated`: the frames are made by interpolation, which
  *  prices above 60 fps by `fpsOver60Factor`). */
 export function videoPrice(prices: Prices, priceClass: VideoPriceClass, width: number, height: number, fps: number, seconds: number, interpolated = false): number {
-  let perSec = prices.video[videoTier(width, height)]
-  if (interpolated && fps > 60) perSec *= prices.fpsOver60Factor
-  else if (fps > 30) perSec *= prices.fpsOver30Factor
-  if (priceClass === 'premium') perSec *= prices.premiumFactor
-  if (priceClass === 'interp') perSec *= prices.interpFactor
-  return Math.max(1, Math.ceil(perSec * seconds))
+  return videoCoins(videoTable(prices, priceClass), width, height, fps, seconds, interpolated)
 }

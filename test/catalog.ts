@@ -13,7 +13,7 @@ import {
 import { loadPrices, photoPrice, videoPrice } from '../server/pricing.js'
 import { addonBuilt } from './helper.js'
 
-const FIELDS = ['name', 'kind', 'aliases', 'scale', 'category', 'price_class', 'limits', 'description', 'networks', 'pipeline', 'available', 'reason'] as const
+const FIELDS = ['name', 'family', 'kind', 'aliases', 'scale', 'category', 'price_class', 'limits', 'description', 'networks', 'pipeline', 'interpolation', 'available', 'reason'] as const
 
 t.test('the API names, in API order, as the request schemas list them', async (t) => {
   t.same(PHOTO_MODEL_NAMES, [
@@ -29,14 +29,15 @@ t.test('the API names, in API order, as the request schemas list them', async (t
 })
 
 t.test('scales, price classes and limits (api.md Limits, compat.md prices)', async (t) => {
-  t.same(photoModel('face_2x'), { name: 'face_2x', scale: 2, category: 'enhance', priceClass: 'enhance', limits: { maxInMP: 70, maxOutMP: 432 } })
-  t.same(photoModel('generative_portrait_4x'), { name: 'generative_portrait_4x', scale: 4, category: 'generative', priceClass: 'generative_portrait', limits: { maxInMP: 34, maxOutMP: 34 } })
+  t.same(photoModel('face_2x'), { name: 'face_2x', family: 'Face Clear', scale: 2, category: 'enhance', priceClass: 'enhance', limits: { maxInMP: 70, maxOutMP: 432 } })
+  t.same(photoModel('generative_portrait_4x'), { name: 'generative_portrait_4x', family: 'Generative Portrait', scale: 4, category: 'generative', priceClass: 'generative_portrait', limits: { maxInMP: 34, maxOutMP: 34 } })
   t.match(photoModel('generative_1x'), { scale: 1, category: 'generative', priceClass: 'generative', limits: { maxInMP: 34, maxOutMP: 34 } })
   t.match(photoModel('sharpen_denoise_1x'), { scale: 1, priceClass: 'enhance' })
   for (const name of VIDEO_MODEL_NAMES) {
     t.match(videoModel(name), { limits: { maxOutMP: 36, minSeconds: 0.5, maxSeconds: 3600 } }, `${name} limits`)
     const cls = name === 'ultrahd_restore_2x' || name === 'generative_1x' ? 'premium' : name === 'frame_interpolation' ? 'interp' : 'standard'
     t.equal(videoModel(name)!.priceClass, cls, `${name} price class`)
+    t.equal(videoModel(name)!.interpolation, name === 'frame_interpolation', `${name}: interpolation`)
   }
 })
 
@@ -58,7 +59,7 @@ t.test('a new plain SR model needs no code: its price class names its table, its
   const extra: CatalogModel = { ...general, name: 'plain_3x', scale: 3, aliases: ['plain'], networks: ['sr/some-x3'] }
   const maps = catalogMaps([...models, extra])
   const m = maps.photoModel('plain')!
-  t.same(m, { name: 'plain_3x', scale: 3, category: 'enhance', priceClass: 'enhance', limits: { maxInMP: 70, maxOutMP: 432 } })
+  t.same(m, { name: 'plain_3x', family: 'General Enhance', scale: 3, category: 'enhance', priceClass: 'enhance', limits: { maxInMP: 70, maxOutMP: 432 } })
   t.ok(maps.PHOTO_MODEL_NAMES.includes('plain_3x') && maps.PHOTO_MODEL_NAMES.includes('plain'))
   const prices = loadPrices()
   t.equal(photoPrice(prices, m.priceClass, 100 * 100 * 9), 10, 'enhance table, under 8 MP')
@@ -69,8 +70,8 @@ t.test('a new plain SR model needs no code: its price class names its table, its
 
 t.test('fromAddon: the one mapping of the addon entry (camelCase or snake_case) to the file shape', async (t) => {
   t.same(fromAddon({ name: 'x', kind: 'photo', priceClass: 'enhance', limits: { maxInMp: 70, maxOutMp: 432 }, available: true }),
-    { name: 'x', kind: 'photo', aliases: undefined, scale: undefined, category: undefined, price_class: 'enhance', limits: { max_in_mp: 70, max_out_mp: 432 },
-      description: undefined, networks: undefined, pipeline: undefined, available: true, reason: null })
+    { name: 'x', family: undefined, kind: 'photo', aliases: undefined, scale: undefined, category: undefined, price_class: 'enhance', limits: { max_in_mp: 70, max_out_mp: 432 },
+      description: undefined, networks: undefined, pipeline: undefined, interpolation: undefined, available: true, reason: null })
   t.match(fromAddon({ name: 'v', kind: 'video', price_class: 'premium', limits: { max_out_mp: 36, minSeconds: 0.5, max_seconds: 3600 }, reason: 'r' }),
     { price_class: 'premium', limits: { max_out_mp: 36, min_seconds: 0.5, max_seconds: 3600 }, reason: 'r' })
 })

@@ -10,6 +10,8 @@ export interface CatalogModel {
   kind: 'photo' | 'video'
   family: string
   scale: number
+  /** The scales of this model's family, ascending. */
+  family_scales: number[]
   category: string
   description: string
   available: boolean
@@ -21,6 +23,7 @@ export interface VideoPrice {
   unit: 'output_second'
   tiers: Array<{ name: string; max_short_side: number | null; coins_per_second: number }>
   fps_over_30_factor: number
+  fps_over_60_factor: number
   minimum_coins: number
 }
 export interface Catalog { models: CatalogModel[]; formats: { photo: string[]; video_input: string[]; video_output: string[] } }

@@ -138,7 +138,7 @@ function quote(): Quote | null {
   return videoQuote(m, Number(el.outW.value), Number(el.outH.value), picked.seconds, interpolation())
 }
 
-/** The frame-interpolation fields of a video job (README "Frame interpolation"): absent when not set. */
+/** The frame-interpolation fields of a video job (docs/models.md "Frame interpolation"): absent when not set. */
 function interpolation(): { fps?: number; slowmo?: number } {
   const fps = Number(el.outFps.value)
   const slowmo = Number(el.slowmo.value)

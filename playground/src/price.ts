@@ -1,27 +1,15 @@
 /**
- * Price and limit checks from GET /api/models' tables, computed the way server/pricing.ts does (photo: by
- * output megapixels; video: coins per output second by the output's short side, more above 30 fps). The
- * page shows this before submission; the charge the API answers (`consume_coins`) is shown after.
+ * Price and limit checks from GET /api/models' tables, computed by the gateway's own rules: server/price-rules.ts
+ * (pure, bundled into this page by scripts/build-playground.mjs), over the tables the answer carries. The page
+ * shows this before submission; the charge the API answers (`consume_coins`) is shown after.
  */
 import type { CatalogModel, PhotoPrice, VideoPrice } from './api.js'
+import { photoJobCoins, videoCoins, videoRate } from '../../server/price-rules.js'
 
 export interface Quote { coins: number | null; text: string; problem: string | null }
 
 const mp = (px: number) => px / 1e6
 const fmtMp = (px: number) => `${mp(px) < 0.1 ? mp(px).toFixed(3) : mp(px).toFixed(1)} MP`
-
-/** Coins for a photo whose output has `outPixels` pixels: the first tier it is below, else the last tier. */
-export function photoCoins(price: PhotoPrice, outPixels: number): number {
-  for (const t of price.tiers) if (t.below_mp === null || mp(outPixels) < t.below_mp) return t.coins
-  return price.tiers[price.tiers.length - 1].coins
-}
-
-/** Coins per second of a video output of width x height at <= 30 fps. */
-export function videoRate(price: VideoPrice, width: number, height: number): { tier: string; perSecond: number } {
-  const short = Math.min(width, height)
-  const t = price.tiers.find((x) => x.max_short_side === null || short <= x.max_short_side) ?? price.tiers[price.tiers.length - 1]
-  return { tier: t.name, perSecond: t.coins_per_second }
-}
 
 export function photoQuote(m: CatalogModel, width: number | null, height: number | null): Quote {
   const price = m.price as PhotoPrice
@@ -37,14 +25,15 @@ export function photoQuote(m: CatalogModel, width: number | null, height: number
   let problem: string | null = null
   if (m.limits.max_input_mp !== null && mp(inPx) > m.limits.max_input_mp) problem = `The input (${fmtMp(inPx)}) is over this model's limit of ${m.limits.max_input_mp} MP.`
   else if (mp(outPx) > m.limits.max_output_mp) problem = `The output (${fmtMp(outPx)}) would be over this model's limit of ${m.limits.max_output_mp} MP.`
-  const coins = photoCoins(price, outPx)
+  const coins = photoJobCoins(price, m.family_scales, m.scale, { width, height })
   return { coins, text: `${coins} coins: output ${outW} × ${outH} (${fmtMp(outPx)})`, problem }
 }
 
 export function videoQuote(m: CatalogModel, outW: number, outH: number, seconds: number | null, interp: { fps?: number; slowmo?: number } = {}): Quote {
   const price = m.price as VideoPrice
   if (!outW || !outH) return { coins: null, text: 'Enter the output resolution to see the price.', problem: 'Enter the output width and height.' }
-  if (m.name === 'frame_interpolation' && !interp.fps && !interp.slowmo) {
+  // the price class of interpolation alone: an interpolation model (the catalog's `interpolation`)
+  if (m.category === 'interp' && !interp.fps && !interp.slowmo) {
     return { coins: null, text: 'Choose a frame rate or slow motion to see the price.', problem: 'Frame interpolation needs a frame rate or slow motion.' }
   }
   if (interp.fps || interp.slowmo) {
@@ -60,6 +49,6 @@ export function videoQuote(m: CatalogModel, outW: number, outH: number, seconds:
   }
   const rate = `${perSecond} coins per second at ${tier} up to 30 fps (${perSecond * price.fps_over_30_factor} above)`
   if (seconds === null) return { coins: null, text: `${rate}; the charge is shown after submission`, problem }
-  const coins = Math.max(price.minimum_coins, Math.ceil(perSecond * seconds))
+  const coins = videoCoins(price, outW, outH, 30, seconds)
   return { coins, text: `about ${coins} coins for ${seconds.toFixed(1)} s: ${rate}`, problem }
 }

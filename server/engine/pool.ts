@@ -3,9 +3,11 @@
  * spoken to in the typed protocol of protocol.ts. The one place that starts engine threads; photo jobs and
  * video frame batches alike go through it, so the gateway's event loop never runs engine code.
  *
- * Threads load TypeScript through tsx: the pool passes tsx's loader in the threads' execArgv unless the
- * process was itself started with it (`node --import tsx`), so `bin/lucent.js` (tsx registered in-process),
- * `npm start`, the tests and cluster primaries all start working threads.
+ * Threads run the same form of the server as this module: compiled (dist/engine/pool.js, production: `npm start`
+ * and `bin/lucent.js` on a fresh build) starts dist/engine/thread.js with the process's own node flags; the
+ * TypeScript sources (tests, development) start thread.ts with tsx's loader in the threads' execArgv unless the
+ * process was itself started with it (`node --import tsx`), so `bin/lucent.js` (tsx registered in-process), the
+ * tests and cluster primaries all start working threads.
  */
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
@@ -25,6 +27,9 @@ function hasTsx(argv: string[]): boolean {
 export function threadExecArgv(argv = process.execArgv): string[] {
   return hasTsx(argv) ? argv : [...argv, '--import', import.meta.resolve('tsx')]
 }
+
+/** This module compiled to JavaScript (dist/engine/pool.js), not the TypeScript source through tsx. */
+const compiled = import.meta.url.endsWith('.js')
 
 /** A buffer's bytes as a Uint8Array that owns its whole ArrayBuffer (transferable without detaching others). */
 function transferable(b: Buffer): Uint8Array {
@@ -60,12 +65,12 @@ export class EnginePool {
     if (init.threads) data.threads = init.threads
     if (init.tile) data.tile = init.tile
     this.pool = new Piscina({
-      filename: new URL('./thread.ts', import.meta.url).href,
+      filename: new URL(compiled ? './thread.js' : './thread.ts', import.meta.url).href,
       minThreads: 1,
       maxThreads: workers,
       concurrentTasksPerWorker: 1,
       idleTimeout: 60_000,
-      execArgv: threadExecArgv(),
+      execArgv: compiled ? process.execArgv : threadExecArgv(),
       workerData: data,
     })
   }

@@ -4,11 +4,14 @@
  * (engine.ts), `jobs` at a time. Each step is an event (the reporters in report.ts print them); a file's failure
  * is an event with its error code and the batch goes on. `signal` (Ctrl-C) stops the batch: running files are
  * aborted, their temporaries removed, nothing new starts, and the summary says `interrupted`.
+ * Bad usage found on disk throws a UsageError before the batch starts: an --out at or above a folder input, an
+ * output that would replace an input. An output that would land outside --out (a glob climbing out with `..`, a
+ * symlinked folder under --out) is a failure of its file.
  */
 import fs from 'node:fs'
 import path from 'node:path'
-import type { ErrorCode } from '../errors.js'
-import { expandInputs, sweepParts, type Ignored, type MediaKind } from './files.js'
+import { engineErrorCode, type ErrorCode } from '../errors.js'
+import { checkOut, expandInputs, makeOutDir, outsideOut, realish, refuseOverwritingInputs, sweepParts, type Ignored, type MediaKind } from './files.js'
 import { enhancePhoto, enhanceVideo, fromEngine, ItemError, outputFor, videoModelFor, type EnhanceSettings, type Planned } from './engine.js'
 import type { Addon } from '../engine/addon.js'
 
@@ -43,7 +46,15 @@ export interface BatchOptions {
 export async function runBatch(o: BatchOptions): Promise<Summary> {
   const t0 = performance.now()
   const out = path.resolve(o.out)
+  await checkOut(o.inputs, out)
   const { inputs, ignored, missing } = await expandInputs(o.inputs, { recursive: o.recursive, exclude: out })
+  const pairs: Array<{ file: string; output: string }> = []
+  for (const item of inputs) {
+    const output = outputFor(item, out, o.settings)
+    if (typeof output === 'string') pairs.push({ file: item.file, output })
+  }
+  await refuseOverwritingInputs(pairs)
+  const outReal = await realish(out)
   await sweepParts(out)
   const s: Summary = { event: 'summary', done: 0, skipped: 0, failed: 0, ignored: ignored.length, interrupted: false, seconds: 0, failures: [] }
   const fail = (input: string, err: ItemError) => {
@@ -70,6 +81,11 @@ export async function runBatch(o: BatchOptions): Promise<Summary> {
       fail(item.file, output)
       continue
     }
+    const outside = await outsideOut(output, out, outReal)
+    if (outside) {
+      fail(item.file, new ItemError(100403000, outside))
+      continue
+    }
     const owner = owners.get(output)
     if (owner) {
       fail(item.file, new ItemError(100403000, `its output ${output} is also the output of ${owner}`))
@@ -86,6 +102,17 @@ export async function runBatch(o: BatchOptions): Promise<Summary> {
       if (!o.overwrite && fs.existsSync(item.output)) {
         s.skipped++
         o.emit({ event: 'skipped', input: item.file, output: item.output, reason: 'exists' })
+        continue
+      }
+      let outside: string | null
+      try {
+        outside = await makeOutDir(item.output, out, outReal)
+      } catch (e) {
+        fail(item.file, new ItemError(engineErrorCode('storage'), `cannot make the folder of ${item.output}: ${(e as Error).message}`))
+        continue
+      }
+      if (outside) {
+        fail(item.file, new ItemError(100403000, outside))
         continue
       }
       o.emit({ event: 'begin', input: item.file, kind: item.kind })

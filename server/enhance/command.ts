@@ -78,7 +78,7 @@ export function enhanceCommand(): Command {
     .argument('<input...>', 'files, folders or globs (quote globs: "photos/**/*.jpg")')
     .requiredOption('-m, --model <name>', 'photo model (see the list below); also the video model when it names one')
     .option('--video-model <name>', 'video model for video inputs (default: --model when it is a video model)')
-    .option('-o, --out <dir>', 'output folder (folders are mirrored into it)', 'enhanced')
+    .option('-o, --out <dir>', 'output folder (folders are mirrored into it; not a folder input nor above one)', 'enhanced')
     .option('-r, --recursive', 'enter sub-folders of folder inputs')
     .option('-f, --format <ext>', `photo output format: keep, or one of ${photoExtensions.join(', ')}`, photoFmt, 'keep')
     .addOption(new Option('--video-format <ext>', 'video output container (keep: the input\'s when writable, else mp4)')
@@ -127,7 +127,7 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   if (o.videoModel && !videoModel(o.videoModel)) return usage(`unknown video model ${o.videoModel}`)
   const size = { scale: o.scale, width: o.width, height: o.height }
   // the engine side is loaded only when the command runs (`lucent --help` and the other commands stay quick)
-  const [{ openEngine }, { runBatch }, { removePartsSync }, { reporter }] = await Promise.all([
+  const [{ openEngine }, { runBatch }, { removePartsSync, UsageError }, { reporter }] = await Promise.all([
     import('./engine.js'), import('./batch.js'), import('./files.js'), import('./report.js')])
   const config = loadConfig()
   const settings: EnhanceSettings = {
@@ -165,6 +165,9 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
     })
     if (signalled) return signalled === 'SIGINT' ? 130 : 143
     return s.failed ? 1 : 0
+  } catch (e) {
+    if (e instanceof UsageError) return usage(`${e.message}\nhint: ${e.hint}`)
+    throw e
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)

@@ -1,23 +1,23 @@
 /**
  * `lucent enhance` on the engine, in this process: the addon `@lucent/native` (server/engine/addon.ts loads it,
- * as the server's engine threads do) for photos, and the server's video pipeline (server/video/: probe,
- * transcode) fed by the addon's enhanceFrames for videos. Limits are the catalog's (the engine checks a photo's
- * own; a video's are checked here as POST /api/video-enhancer checks them), and every failure carries the API's
- * error_code (server/errors.ts), the one mapping of engine codes.
+ * as the server's engine threads do) for photos, and the server's video job (server/video/job.ts: input checks,
+ * interpolation, transcode) fed by the addon's enhanceFrames / interpolateFrames for videos. Limits are the
+ * catalog's (the engine checks a photo's own; a video's are checked here as POST /api/video-enhancer checks
+ * them), and every failure carries the API's error_code (server/errors.ts), the one mapping of engine codes.
  */
 import path from 'node:path'
 import fsp from 'node:fs/promises'
 import { ERRORS, engineErrorCode, isEngineErrorCode, type ErrorCode } from '../errors.js'
 import { loadAddon, type Addon } from '../engine/addon.js'
 import { photoFormat, videoOutputExtensions, normExt } from '../media/formats.js'
+import { engineOrientation, exifOrientation, swapsSides } from '../media/orientation.js'
 import { videoModel, type VideoModel } from '../catalog.js'
 import type { VideoSettings } from '../config.js'
-import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
-import { transcode, keepsVfr, encodedSize, TranscodeError } from '../video/transcode.js'
-import { missingVideoTools, toolWorks } from '../video/tools.js'
-import { batchFor } from '../jobs/video.js'
-import { interpProcessor } from '../jobs/video-interp.js'
-import { decideInterp, FrameSchedule } from '../video/interp.js'
+import { probeVideo, ProbeError } from '../video/probe.js'
+import { encodedSize, TranscodeError } from '../video/transcode.js'
+import { missingVideoTools } from '../video/tools.js'
+import { decideInterp } from '../video/interp.js'
+import { runVideoJob, displaySize, videoInputError } from '../video/job.js'
 import { partPath, writeAtomic, type InputFile } from './files.js'
 
 /** A failure of one file: the API's error_code and message, and what went wrong in words. */
@@ -132,38 +132,11 @@ function bothSides(w: number, h: number, t: { targetWidth?: number; targetHeight
 }
 
 /**
- * EXIF orientation of a JPEG (1..8; 1 when absent or another format). The engine turns photos upright and takes
- * target sizes upright, so --scale needs the upright sides; the addon's probe() gives the stored ones. One tag of
- * IFD0 read here (a dependency for one tag was not worth it); other formats rarely carry a turning orientation.
+ * EXIF orientation of a JPEG (1..8; 1 when absent or another format), as the engine reads it
+ * (server/media/orientation.ts, which reads every format's).
  */
 export function jpegOrientation(b: Buffer): number {
-  if (b.length < 4 || b[0] !== 0xff || b[1] !== 0xd8) return 1
-  let o = 2
-  while (o + 4 <= b.length && b[o] === 0xff) {
-    const marker = b[o + 1]!
-    const len = b.readUInt16BE(o + 2)
-    if (marker === 0xda || marker === 0xd9) break // start of scan: no EXIF before it
-    if (marker === 0xe1 && b.toString('latin1', o + 4, o + 10) === 'Exif\0\0') {
-      const t = o + 10
-      const end = Math.min(b.length, o + 2 + len)
-      if (t + 8 > end) return 1
-      const le = b.toString('latin1', t, t + 2) === 'II'
-      const u16 = (p: number) => (p + 2 <= end ? (le ? b.readUInt16LE(p) : b.readUInt16BE(p)) : 0)
-      const u32 = (p: number) => (p + 4 <= end ? (le ? b.readUInt32LE(p) : b.readUInt32BE(p)) : 0)
-      const ifd = t + u32(t + 4)
-      const n = u16(ifd)
-      for (let i = 0; i < n; i++) {
-        const e = ifd + 2 + i * 12
-        if (u16(e) === 0x0112) {
-          const v = u16(e + 8)
-          return v >= 1 && v <= 8 ? v : 1
-        }
-      }
-      return 1
-    }
-    o += 2 + len
-  }
-  return 1
+  return exifOrientation(b) ?? 1
 }
 
 /** One photo: read, enhance on the engine, write atomically. */
@@ -174,8 +147,11 @@ export async function enhancePhoto(addon: Addon, item: Planned, s: EnhanceSettin
   const format = photoFormat(ext === 'tif' ? 'tiff' : ext)!
   let target: ReturnType<typeof targetSize>
   try {
+    // The engine turns photos upright and takes target sizes upright: --scale needs the upright sides. probe()
+    // gives the stored ones (a HEIF's with its irot applied by libheif), turned here by the orientation the engine
+    // applies to the decoded pixels, for every format (PNG eXIf, WebP EXIF, TIFF, TGA, JPEG).
     const p = addon.probe(bytes)
-    const turned = jpegOrientation(bytes) >= 5 // 5..8: a quarter turn, the upright sides are swapped
+    const turned = swapsSides(engineOrientation(bytes, p.format)) // 5..8: a quarter turn, the upright sides are swapped
     target = turned ? targetSize(p.height, p.width, s.size) : targetSize(p.width, p.height, s.size)
   } catch (e) {
     throw fromEngine(e)
@@ -205,7 +181,7 @@ export function videoModelFor(s: EnhanceSettings): VideoModel | ItemError {
   return videoModel(name) ?? new ItemError(110400005, `${name} is not a video model (pick one with --video-model)`)
 }
 
-/** One video: probe, limits, the server's transcode pipeline with the addon's enhanceFrames, atomic rename. */
+/** One video: probe, limits, the server's video job (server/video/job.ts) with the addon's enhanceFrames, atomic rename. */
 export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettings, signal: AbortSignal, parts: Set<string>,
   onProgress: (pct: number) => void): Promise<ItemResult> {
   const t0 = performance.now()
@@ -220,61 +196,31 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
     if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new ItemError(100500005, e.message)
     throw new ItemError(110400007, `not a video ffmpeg can read: ${(e as Error).message}`)
   }
-  if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) throw new ItemError(110400007, 'not a video')
+  const bad = videoInputError(pr, model)
+  if (bad) throw new ItemError(bad.code, bad.detail)
   const lim = model.limits
-  if (!(pr.duration >= lim.minSeconds && pr.duration <= lim.maxSeconds)) {
-    throw new ItemError(110400011, `${pr.duration.toFixed(2)} s is outside ${lim.minSeconds}..${lim.maxSeconds} s for ${model.name}`)
-  }
-  const [w, h] = pr.rotation === 90 || pr.rotation === 270 ? [pr.height, pr.width] : [pr.width, pr.height]
+  const { width: w, height: h } = displaySize(pr)
   const target = videoTarget(w, h, model.scale, s)
   if (target[0] * target[1] > lim.maxOutMP * 1e6) throw new ItemError(110400010, `${target[0]}x${target[1]} is over the ${lim.maxOutMP} MP limit of ${model.name}`)
   const container = normExt(path.extname(item.output))!
-  // frame interpolation: the server's rules (decideInterp) and frame schedule, the addon's interpolateFrames
+  // frame interpolation: the server's rules (decideInterp); the job itself is the server's (server/video/job.ts)
   const decision = decideInterp({ fps: s.fps, slowmo: s.slowmo }, {
     model: model.name, scale: model.scale, fps: pr.fps, fpsRational: pr.fpsRational, duration: pr.duration, ext: container, maxSeconds: lim.maxSeconds,
   })
   if (!decision.ok) throw new ItemError(decision.code, decision.detail)
-  const plan = decision.plan
-  let schedule: FrameSchedule | undefined
-  if (plan) {
-    const ts = await probeTimestamps(item.file, s.video.ffprobe).catch(() => null)
-    const [num, den] = plan.fps.split('/').map(Number)
-    schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, den ? num / den : num, plan.slowmo, ts?.lastDuration)
-  }
-  let timestamps: number[] | undefined
-  if (!plan && keepsVfr(container)) {
-    const ts = await probeTimestamps(item.file, s.video.ffprobe).catch(() => null)
-    if (ts?.vfr && (await toolWorks(s.video.mkvmerge, '--version'))) timestamps = ts.pts
-  }
   await fsp.mkdir(path.dirname(item.output), { recursive: true })
   const tmp = partPath(item.output)
   parts.add(tmp)
-  let faceState: Buffer | undefined
-  const enhance = async (frames: Buffer, width: number, height: number, count: number) => {
-    const out = await addon.enhanceFrames(frames, { model: model.name, width, height, count, faceState }, signal)
-    faceState = out.faceState
-    return { data: out.data, width: out.width, height: out.height }
-  }
-  const interp = plan && schedule && interpProcessor(schedule, plan.order, {
-    enhance: model.name === 'frame_interpolation' ? null : enhance,
-    interpolate: (frames, width, height, count, positions) => addon.interpolateFrames(frames, { width, height, count, positions }, signal),
-  })
-  const perFrame = schedule ? Math.max(1, Math.ceil(schedule.total / Math.max(1, pr.frames))) : 1
   try {
-    await transcode({
-      input: item.file, output: tmp, container, target,
-      info: {
-        width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fpsRational, frames: pr.frames,
-        hasAudio: pr.hasAudio, hasSubtitles: pr.hasSubtitles, subtitleCodecs: pr.subtitleCodecs,
-        videoOffset: Math.max(0, pr.videoStart - pr.fileStart),
+    await runVideoJob({
+      input: item.file, output: tmp, container, target, model, probe: pr, plan: decision.plan,
+      // as the server's worker: at most the frames of the declared duration
+      declaredDuration: pr.duration, maxFrames: decision.outFrames,
+      tools: s.video, signal,
+      engine: {
+        enhanceFrames: (frames, o) => addon.enhanceFrames(frames, { ...o, faceState: o.faceState as Buffer | undefined }, signal),
+        interpolateFrames: (frames, o) => addon.interpolateFrames(frames, o, signal),
       },
-      batch: Math.max(1, Math.floor(batchFor(w, h, model.scale, s.video.batchMb) / perFrame)),
-      ffmpeg: s.video.ffmpeg, mkvmerge: s.video.mkvmerge, crf: s.video.crf, preset: s.video.preset,
-      timestamps, signal,
-      process: interp ? interp.process : enhance,
-      ...(interp && plan && schedule
-        ? { flush: interp.flush, outFps: plan.fps, outFrames: schedule.total, dropAudio: plan.slowmo > 1 }
-        : {}),
       onProgress: (done, total) => onProgress(Math.min(100, (done / Math.max(1, total)) * 100)),
     })
     await fsp.rename(tmp, item.output)

@@ -1,26 +1,27 @@
-// Safe fetching of user-supplied URLs (SSRF guard).
+// Safe fetching of user-supplied URLs (SSRF guard). What may be contacted is decided by ./policy.ts (the one
+// rule for every outbound request a user names: scheme, address, port, DNS time limit).
 //
-// - http/https only; every hop of a redirect chain is re-validated (scheme, host, address).
-// - Host names are resolved inside the connection's own `lookup`, so the address that is checked is the address
-//   that is connected to (no DNS-rebinding window between check and connect).
-// - IP-literal hosts never reach `lookup` (Node's net skips it), so they are checked here before connecting.
+// - Every hop of a redirect chain is re-validated (scheme, host, IP-literal address, port: policy.parseTarget).
+// - Host names are resolved inside the connection's own `lookup` (policy.makeLookup), so the address that is
+//   checked is the address that is connected to (no DNS-rebinding window between check and connect).
+// - IP-literal hosts never reach `lookup` (Node's net and undici skip it), so parseTarget checks them per hop.
 // - Body size is capped while streaming; Content-Length above the cap is refused before reading the body.
 // - Every request runs on its own short-lived undici Agent which is destroyed afterwards, on success and on
 //   every failure path, so no socket outlives the call.
 
-import dns from 'node:dns'
 import fs from 'node:fs'
-import net from 'node:net'
 import { Transform, type TransformCallback } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { Agent, request } from 'undici'
-import { isBlockedAddress } from './address.js'
+import { BlockedLookupError, FetchError, compileRules, makeLookup, parseTarget, type Outbound, type OutboundSettings } from './policy.js'
 
 export { isBlockedAddress } from './address.js'
+export { FetchError, checkPublicUrl, normalizeHost, parseTarget, makeLookup, compileRules, type FetchErrorReason, type Outbound, type OutboundRules } from './policy.js'
 
-export interface FetchPolicy {
-  /** Host names or IP literals (exact, case-insensitive) that may be fetched although private. */
-  allow: string[]
+/** A fetch's limits; the optional outbound settings default to this process's environment (policy.ts). */
+export interface FetchPolicy extends Partial<OutboundSettings> {
+  /** Host names or IP literals (exact, case-insensitive) that may be fetched although private, on any port. */
+  allow: readonly string[]
   maxBytes: number
   connectTimeoutMs: number
   headersTimeoutMs: number
@@ -31,86 +32,8 @@ export interface FetchPolicy {
   totalTimeoutMs?: number
 }
 
-export type FetchErrorReason =
-  | 'invalid_url'
-  | 'blocked_address'
-  | 'too_large'
-  | 'timeout'
-  | 'http_status'
-  | 'network'
-  | 'too_many_redirects'
-  | 'unsupported_scheme'
-
-export class FetchError extends Error {
-  reason: FetchErrorReason
-  status?: number
-  constructor(reason: FetchErrorReason, message: string, opts: { status?: number; cause?: unknown } = {}) {
-    super(message, opts.cause !== undefined ? { cause: opts.cause } : undefined)
-    this.name = 'FetchError'
-    this.reason = reason
-    if (opts.status !== undefined) this.status = opts.status
-  }
-}
-
 const REDIRECT_CODES = new Set([301, 302, 303, 307, 308])
 const USER_AGENT = 'lucent-fetch/0.1'
-
-/** Lower-case, strip IPv6 brackets and one trailing dot; IP literals in canonical WHATWG form. */
-export function normalizeHost(h: string): string {
-  let s = h.trim().toLowerCase()
-  if (s.startsWith('[') && s.endsWith(']')) s = s.slice(1, -1)
-  if (s.endsWith('.')) s = s.slice(0, -1)
-  try {
-    const u = new URL(`http://${net.isIPv6(s) ? `[${s}]` : s}/`)
-    let c = u.hostname
-    if (c.startsWith('[') && c.endsWith(']')) c = c.slice(1, -1)
-    return c
-  } catch {
-    return s
-  }
-}
-
-class BlockedLookupError extends Error {
-  code = 'ERR_LUCENT_BLOCKED_ADDRESS'
-}
-
-type LookupCb = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
-
-export function makeLookup(allow: Set<string>) {
-  return (hostname: string, options: dns.LookupOptions | number | undefined, callback: LookupCb): void => {
-    const opts: dns.LookupOptions = typeof options === 'number' ? { family: options } : { ...(options ?? {}) }
-    const wantAll = opts.all === true
-    dns.lookup(hostname, { ...opts, all: true }, (err, addresses) => {
-      if (err) return callback(err, wantAll ? [] : '')
-      const allowed = allow.has(normalizeHost(hostname))
-      const ok = allowed ? addresses : addresses.filter((a) => !isBlockedAddress(a.address))
-      if (ok.length === 0) {
-        const list = addresses.map((a) => a.address).join(', ')
-        return callback(new BlockedLookupError(`${hostname} resolves to a blocked address (${list})`), wantAll ? [] : '')
-      }
-      if (wantAll) callback(null, ok)
-      else callback(null, ok[0]!.address, ok[0]!.family)
-    })
-  }
-}
-
-export function parseTarget(raw: string, base: URL | undefined, allow: Set<string>): URL {
-  let url: URL
-  try {
-    url = base ? new URL(raw, base) : new URL(raw)
-  } catch (e) {
-    throw new FetchError('invalid_url', `invalid URL: ${String(raw).slice(0, 200)}`, { cause: e })
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new FetchError('unsupported_scheme', `unsupported scheme ${url.protocol}`)
-  }
-  const host = normalizeHost(url.hostname)
-  if (host === '') throw new FetchError('invalid_url', 'URL has no host')
-  if (net.isIP(host) !== 0 && !allow.has(host) && isBlockedAddress(host)) {
-    throw new FetchError('blocked_address', `address ${host} is not allowed`)
-  }
-  return url
-}
 
 function findCause(e: unknown, pred: (x: any) => boolean): any {
   let cur: any = e
@@ -134,6 +57,7 @@ export function mapError(e: unknown): FetchError {
     case 'UND_ERR_HEADERS_TIMEOUT':
     case 'UND_ERR_BODY_TIMEOUT':
     case 'ETIMEDOUT':
+    case 'ETIMEOUT':
       return new FetchError('timeout', (e as Error).message, { cause: e })
     case 'ERR_INVALID_URL':
     case 'UND_ERR_INVALID_ARG':
@@ -162,8 +86,8 @@ function header(h: Opened['headers'], name: string): string | null {
   return Array.isArray(v) ? (v[0] ?? null) : v
 }
 
-async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, allow: Set<string>, signal: AbortSignal): Promise<Opened> {
-  let url = parseTarget(rawUrl, undefined, allow)
+async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, o: Outbound, signal: AbortSignal): Promise<Opened> {
+  let url = parseTarget(rawUrl, undefined, o)
   for (let hop = 0; ; hop++) {
     const res = await request(url.origin + url.pathname + url.search, {
       method: 'GET',
@@ -178,7 +102,7 @@ async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, allow: Se
       if (hop >= policy.maxRedirects) {
         throw new FetchError('too_many_redirects', `more than ${policy.maxRedirects} redirects`)
       }
-      url = parseTarget(location, url, allow)
+      url = parseTarget(location, url, o)
       continue
     }
     if (res.statusCode < 200 || res.statusCode > 299) {
@@ -198,10 +122,10 @@ async function open(rawUrl: string, policy: FetchPolicy, agent: Agent, allow: Se
   }
 }
 
-export async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow: Set<string>, signal: AbortSignal) => Promise<T>): Promise<T> {
-  const allow = new Set(policy.allow.map(normalizeHost))
+export async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, o: Outbound, signal: AbortSignal) => Promise<T>): Promise<T> {
+  const o = compileRules(policy)
   const agent = new Agent({
-    connect: { timeout: policy.connectTimeoutMs, lookup: makeLookup(allow) as any },
+    connect: { timeout: policy.connectTimeoutMs, lookup: makeLookup(o) as any },
     headersTimeout: policy.headersTimeoutMs,
     bodyTimeout: policy.bodyTimeoutMs,
     connections: 1,
@@ -213,7 +137,7 @@ export async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow
     timer = setTimeout(() => ac.abort(new FetchError('timeout', `no complete answer within ${policy.totalTimeoutMs} ms`)), policy.totalTimeoutMs)
   }
   try {
-    return await fn(agent, allow, ac.signal)
+    return await fn(agent, o, ac.signal)
   } catch (e) {
     if (localErrors.has(e as object)) throw e // a local file-system error, not the remote side's fault
     if (ac.signal.aborted && ac.signal.reason instanceof FetchError) throw ac.signal.reason
@@ -226,8 +150,8 @@ export async function withAgent<T>(policy: FetchPolicy, fn: (agent: Agent, allow
 
 /** Fetches `url` into memory under `policy`. Throws FetchError. */
 export async function safeFetch(url: string, policy: FetchPolicy): Promise<{ body: Buffer; contentType: string | null; finalUrl: string }> {
-  return withAgent(policy, async (agent, allow, signal) => {
-    const res = await open(url, policy, agent, allow, signal)
+  return withAgent(policy, async (agent, o, signal) => {
+    const res = await open(url, policy, agent, o, signal)
     const chunks: Buffer[] = []
     let total = 0
     try {
@@ -264,7 +188,7 @@ class ByteLimit extends Transform {
  * except for errors of the destination file itself (ENOENT, ENOSPC, EACCES...), which are thrown unchanged.
  */
 export async function safeFetchToFile(url: string, dest: string, policy: FetchPolicy): Promise<{ bytes: number; contentType: string | null; finalUrl: string }> {
-  return withAgent(policy, async (agent, allow, signal) => {
+  return withAgent(policy, async (agent, o, signal) => {
     // Open the destination first: a bad path fails before any network traffic.
     let handle: fs.promises.FileHandle
     try {
@@ -280,7 +204,7 @@ export async function safeFetchToFile(url: string, dest: string, policy: FetchPo
     })
     let res: Opened
     try {
-      res = await open(url, policy, agent, allow, signal)
+      res = await open(url, policy, agent, o, signal)
     } catch (e) {
       file.destroy()
       await fs.promises.rm(dest, { force: true }).catch(() => {})

@@ -1,6 +1,7 @@
 /**
- * POST of a small body to a user-supplied URL under the same SSRF rules as fetches (./index.ts: the address
- * checked is the address connected to; IP literals checked here; private addresses refused unless allow-listed).
+ * POST of a small body to a user-supplied URL under the same rule as fetches (./policy.ts: scheme, port, the
+ * address checked is the address connected to; IP literals checked here; private addresses refused unless
+ * allow-listed; DNS under its time limit).
  * Redirects are not followed (a 3xx is an answer like any other); the answer's body is read up to
  * `policy.maxBytes` and dropped. Throws FetchError for everything but an HTTP answer.
  */
@@ -8,8 +9,8 @@ import { request } from 'undici'
 import { discard, parseTarget, withAgent, type FetchPolicy } from './index.js'
 
 export async function safePost(url: string, body: string, headers: Record<string, string>, policy: FetchPolicy, signal?: AbortSignal): Promise<{ status: number }> {
-  return withAgent(policy, async (agent, allow, own) => {
-    const target = parseTarget(url, undefined, allow)
+  return withAgent(policy, async (agent, o, own) => {
+    const target = parseTarget(url, undefined, o)
     const res = await request(target.href, {
       method: 'POST',
       dispatcher: agent,

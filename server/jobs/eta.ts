@@ -5,7 +5,10 @@
  * Measured, never constant: when a run completes, its time per unit of work is folded into an exponential moving
  * average per (model, engine backend) in the store (`throughput`, shared by every worker, kept across restarts).
  * A unit is one megapixel of network input: a photo's width x height, a video's summed over its frames (the
- * cost of a model grows with it; the model's scale is fixed per model, so per-model figures absorb it).
+ * cost of a model grows with it; the model's scale is fixed per model, so per-model figures absorb it). A
+ * video's frames are its frame count only where that agrees with what was priced (declared duration x rate,
+ * within `FRAMES_AGREE`); else the priced count: a crafted nb_frames (10^6 in a 1 s file, or 1) would
+ * otherwise move everyone's figure by orders of magnitude (issue 22).
  *
  * While a job runs, the process that runs it writes the expected finish (`jobs.eta_at`, ms epoch) at the start
  * and with every progress write (server/jobs/lifecycle.ts); task-status answers `ceil((eta_at - now) / 1 s)`.
@@ -23,6 +26,8 @@ export const ETA_ALPHA = 0.3
 const OWN_SPEED_FROM = 0.05
 /** How long a (model, backend) figure read from the store is reused by this process. */
 const CACHE_MS = 10_000
+/** A video's frame count is used when within this fraction (+ 2 frames) of duration x rate. */
+const FRAMES_AGREE = 0.1
 
 /** Megapixels of network input the job processes (video: over all its frames); null when unknown. */
 export function workUnits(job: TypedJob): number | null {
@@ -31,7 +36,8 @@ export function workUnits(job: TypedJob): number | null {
   const mp = (width * height) / 1e6
   if (job.kind === 'photo') return mp
   const { frames, duration, fps } = job.params.input
-  const n = frames > 0 ? frames : Math.round(duration * fps)
+  const priced = Math.round(duration * fps)
+  const n = frames > 0 && (!(priced > 0) || Math.abs(frames - priced) <= priced * FRAMES_AGREE + 2) ? frames : priced
   return n > 0 ? n * mp : null
 }
 

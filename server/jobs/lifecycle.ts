@@ -22,8 +22,18 @@
  * the job timeout passes (LUCENT_JOB_TIMEOUT_MS), on cancel(), on shutdown(), or when the job ends elsewhere.
  * The runner passes the signal down (engine pool, ffmpeg) and settles the run with `settleAborted()`.
  *
+ * Results and delivery: a runner hands its stored result to run.complete(key, deliver?). The store records the
+ * result first (storeResult, only while the job is CONVERTING: a job canceled meanwhile, even by a process whose
+ * relay this one missed, gets no result and no delivery); from then on the job can only complete: cancel and
+ * failure are refused, nothing is refunded (server/jobs/refund.ts, the money policy). With `deliver` (the PUT to
+ * output_put_url) the run ends at once, so the runner's queue slot is free, and the delivery goes on here under
+ * one total deadline (deliveryDeadlineMs); the job completes when it is over, delivered or not. A delivery cut
+ * by shutdown or a crash leaves the job CONVERTING with its result: the next start() of it delivers again
+ * (server/jobs/runner.ts) without running the engine.
+ *
  * Cancel (for POST /api/task-cancel): cancel(jobId, {errorCode, message}) removes the job from the queue if it
- * is waiting, ends it in the store (ERROR + refund, so every API answer stays in today's vocabulary), emits
+ * is waiting, ends it in the store (ERROR + the refund the money policy gives a cancel: all of it while waiting,
+ * the unprocessed share once running; refused once the result exists), emits
  * `canceled`, and aborts its run when it runs in this process. A run on another process finds out when its
  * next write is refused (the store only moves CONVERTING jobs); to stop it at once, forward the cancel to the
  * process that runs it (cluster IPC / Redis: server/plugins/cluster.ts, server/plugins/cancel-relay.ts), which
@@ -77,7 +87,9 @@ export interface Run<J extends TypedJob = TypedJob> {
   /** Progress 0..100 (written at most every 200 ms, never backwards, below 100 until completion). Resolves
    *  once written or skipped; never rejects (a failed progress write is not a job failure). */
   progress(pct: number): Promise<void>
-  complete(resultKey: string): Promise<boolean>
+  /** The result is stored under `resultKey`: the job completes, after `deliver` when given (which then runs
+   *  outside the run, under the delivery deadline). False when the job had ended meanwhile. */
+  complete(resultKey: string, deliver?: Deliver): Promise<boolean>
   fail(errorCode: ErrorCode, message: string): Promise<boolean>
   /** Stops without an outcome: the job stays CONVERTING (queued again by the queue or the next start). */
   release(reason: 'retry' | 'shutdown'): void
@@ -97,7 +109,12 @@ export interface LifecycleDeps {
   maxAttempts: number
   /** Time estimates (measured throughput); absent: no eta is written. */
   eta?: EtaModel
+  /** Total deadline of a result's delivery (output_put_url), all tries; default 300 s. */
+  deliveryDeadlineMs?: number
 }
+
+/** Delivers a stored result (the PUT to output_put_url); must end soon after `signal` aborts. */
+export type Deliver = (signal: AbortSignal) => Promise<unknown>
 
 const ref = (j: { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }): JobRef =>
   ({ id: j.id, keyId: j.keyId, kind: j.kind, model: j.model, createdAt: j.createdAt })
@@ -111,6 +128,8 @@ export class JobLifecycle {
   /** Jobs another process said had ended while no run of them was registered here (a run starting meanwhile
    *  checks this once it is registered). */
   private readonly endedIds = new Map<string, NodeJS.Timeout>()
+  /** Results being delivered by this process (after their runs ended): aborted by shutdown(). */
+  private readonly deliveries = new Map<string, { stop: AbortController; done: Promise<void> }>()
   private stopping = false
 
   constructor(private readonly d: LifecycleDeps) {
@@ -186,7 +205,9 @@ export class JobLifecycle {
     const attempt = await this.write(jobId, () => this.d.store.startAttempt(jobId))
     // a delivery that ends the job at once still counts as a (zero-length) run of this process
     if (attempt > this.d.maxAttempts) {
-      await this.failWaiting(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`, { attempt, ms: 0 })
+      // a job whose result exists cannot fail any more: it completes (its delivery not tried again)
+      if (job.resultKey) await this.completeStored(ref(job), job.resultKey, { attempt, ms: 0 })
+      else await this.failWaiting(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`, { attempt, ms: 0 })
       return null
     }
     const typed = decodeJob(job)
@@ -232,7 +253,7 @@ export class JobLifecycle {
     const run = this.runs.get(jobId)
     const job = run?.job ?? await this.d.store.getJob(jobId)
     if (!job) return false
-    const ok = await this.write(jobId, () => this.d.store.failJob(jobId, reason.errorCode, reason.message))
+    const ok = await this.write(jobId, () => this.d.store.failJob(jobId, reason.errorCode, reason.message, 'canceled'))
     if (!ok) return false
     const info = run?.end('canceled', new RunAborted('ended', `job canceled: ${reason.message}`)) ?? null
     this.d.log.info({ job: jobId, code: reason.errorCode }, 'job canceled')
@@ -267,14 +288,39 @@ export class JobLifecycle {
     return jobs.length
   }
 
-  /** Stopping: no new runs; every run's signal is aborted ('shutdown'), its runner releases the job. */
+  /** Jobs whose result is stored but that no process completed within `staleMs` (their delivery was cut by the
+   *  crash of the process delivering it: a shared queue no longer holds them) go back into the queue, so that a
+   *  worker delivers and completes them. Returns how many. */
+  async redeliverStale(staleMs: number): Promise<number> {
+    const cutoff = Date.now() - staleMs
+    let n = 0
+    for (const job of await this.d.store.jobsByStatus('CONVERTING')) {
+      if (!job.resultKey || job.updatedAt > cutoff || this.runs.has(job.id) || this.deliveries.has(job.id)) continue
+      await this.d.queue.enqueue(job.id, { force: true })
+      n++
+    }
+    if (n) this.d.log.warn({ jobs: n }, 'stored results nobody delivered: queued again')
+    return n
+  }
+
+  /** Stopping: no new runs; every run's signal is aborted ('shutdown'), its runner releases the job; every
+   *  delivery stops (its job stays CONVERTING with its result, delivered again by the next start). */
   shutdown(): void {
     this.stopping = true
     for (const run of this.runs.values()) run.abort(new RunAborted('shutdown', 'shutting down'))
+    for (const d of this.deliveries.values()) d.stop.abort()
+  }
+
+  /** Resolves when every delivery of this process has settled (after shutdown(): soon). */
+  async drain(): Promise<void> {
+    await Promise.all([...this.deliveries.values()].map((d) => d.done))
   }
 
   /** Jobs running in this process now. */
   get running(): number { return this.runs.size }
+
+  /** Results this process is delivering now. */
+  get delivering(): number { return this.deliveries.size }
 
   // --- called by ActiveRun -----------------------------------------------------------------------------------
 
@@ -296,12 +342,52 @@ export class JobLifecycle {
     )
   }
 
-  /** @internal */
-  async runComplete(run: ActiveRun, info: RunInfo, resultKey: string): Promise<boolean> {
-    const ok = await this.write(run.job.id, () => this.d.store.completeJob(run.job.id, resultKey))
+  /** @internal The result is stored: record it (from here the job can only complete), end the run, then
+   *  complete the job now or after its delivery. False when the job had ended meanwhile (no delivery then). */
+  async runComplete(run: ActiveRun, resultKey: string, deliver?: Deliver): Promise<boolean> {
+    const id = run.job.id
+    let stored = false
+    try {
+      stored = await this.write(id, () => this.d.store.storeResult(id, resultKey))
+    } catch (err) {
+      // the store could not say: the run ends without an outcome (the job stays CONVERTING for a retry)
+      run.release('retry')
+      throw err
+    }
+    if (!stored) {
+      // ended elsewhere (a cancel this process did not hear of): no delivery, the run ends as the store says
+      const st = await this.d.store.jobStatus(id).catch(() => null)
+      run.end(st?.status === 'COMPLETED' ? 'completed' : st?.errorCode === CANCELED_CODE ? 'canceled' : 'failed', new RunAborted('ended', 'job ended elsewhere'))
+      return false
+    }
+    const info = run.end('completed')
+    if (!info) return false
+    if (!deliver) return this.completeStored(ref(run.job), resultKey, info, run.job)
+    const stop = new AbortController()
+    const deadline = new AbortController()
+    const timer = setTimeout(() => deadline.abort(new Error('delivery deadline')), this.d.deliveryDeadlineMs ?? 300_000)
+    const signal = AbortSignal.any([stop.signal, deadline.signal])
+    const done = (async () => {
+      try {
+        await deliver(signal)
+      } catch (err) {
+        this.d.log.warn({ err, job: id }, 'delivery failed; the result stays at res_url')
+      }
+      // stopped by shutdown: the job keeps its result and stays CONVERTING; the next start delivers again
+      if (!stop.signal.aborted) await this.completeStored(ref(run.job), resultKey, info, run.job).catch((err) => this.d.log.error({ err, job: id }, 'job not completed'))
+    })().finally(() => {
+      clearTimeout(timer)
+      this.deliveries.delete(id)
+    })
+    this.deliveries.set(id, { stop, done })
+    return true
+  }
+
+  private async completeStored(job: JobRef, resultKey: string, info: RunInfo, typed?: TypedJob): Promise<boolean> {
+    const ok = await this.write(job.id, () => this.d.store.completeJob(job.id, resultKey))
     if (ok) {
-      this.emit('completed', { job: ref(run.job), resultKey, run: info, latencyMs: Math.max(0, Date.now() - run.job.createdAt) })
-      this.d.eta?.record(run.job, info.ms).catch((err) => this.d.log.warn({ err, job: run.job.id }, 'throughput not recorded'))
+      this.emit('completed', { job, resultKey, run: info, latencyMs: Math.max(0, Date.now() - job.createdAt) })
+      if (typed && info.ms > 0) this.d.eta?.record(typed, info.ms).catch((err) => this.d.log.warn({ err, job: job.id }, 'throughput not recorded'))
     }
     return ok
   }
@@ -375,9 +461,8 @@ class ActiveRun implements Run {
     return this.owner.runProgress(this, p)
   }
 
-  complete(resultKey: string): Promise<boolean> {
-    const info = this.end('completed')
-    return info ? this.owner.runComplete(this, info, resultKey) : Promise.resolve(false)
+  complete(resultKey: string, deliver?: Deliver): Promise<boolean> {
+    return this.ended ? Promise.resolve(false) : this.owner.runComplete(this, resultKey, deliver)
   }
 
   fail(errorCode: ErrorCode, message: string, abort?: 'ended'): Promise<boolean> {

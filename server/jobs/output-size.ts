@@ -1,12 +1,15 @@
 /**
  * Any output size for photos (an API extension): `target_width` and/or `target_height`, or a fractional
- * `scale`, on POST /api/photo-enhancer. The model family of `model_name` (general_2x -> general) runs at the
- * next scale it has at or above the one asked for (scale 3 -> general_4x; above its largest: the largest),
+ * `scale`, on POST /api/photo-enhancer. The model family of `model_name` (the catalog's `family`: general_2x ->
+ * General Enhance) runs at the next scale it has at or above the one asked for (scale 3 -> general_4x; above
+ * its largest: the largest),
  * then the engine resamples its output to the size asked for (native/engine/src/resample.rs: Lanczos3, area
- * averaging when shrinking 3x or more). Price and limits follow the output size, as for every photo.
+ * averaging when shrinking 3x or more). Limits follow the output size; the price is the larger of the output and
+ * the networks' own output (server/pricing.ts photoJobPrice), so a smaller output than the model's costs no less.
  *
- * Sizes are of the upright image: a JPEG's EXIF orientation 5..8 swaps the stored sides (the engine turns the
- * pixels upright before it resamples). One side alone keeps the aspect ratio, rounded as the engine rounds
+ * Sizes are of the upright image: the route passes the upright sides (server/media/orientation.ts uprightSize:
+ * every format's EXIF orientation 5..8, a HEIF's irot), as the engine turns the pixels upright before it
+ * resamples; `orientation` turns stored sides here instead (an EXIF orientation 5..8 swaps them). One side alone keeps the aspect ratio, rounded as the engine rounds
  * (native/engine/src/photo.rs `target_size`): the engine gets that one side and derives the other, so the
  * picture is never stretched, whatever the format's metadata.
  */
@@ -33,10 +36,9 @@ export interface OutputSize {
 export const asksForSize = (b: SizeRequest): boolean =>
   b.target_width !== undefined || b.target_height !== undefined || b.scale !== undefined
 
-/** The family members of a photo model (same name without the `_<n>x` suffix), by ascending scale. */
+/** The family members of a photo model (the catalog's `family`), by ascending scale. */
 export function familyOf(model: PhotoModel, models: ReadonlyMap<string, PhotoModel> = PHOTO_MODELS): PhotoModel[] {
-  const fam = model.name.replace(/_\d+x$/, '')
-  return [...models.values()].filter((m) => m.name.replace(/_\d+x$/, '') === fam).sort((a, b) => a.scale - b.scale)
+  return [...models.values()].filter((m) => m.family === model.family).sort((a, b) => a.scale - b.scale)
 }
 
 /** The member with the smallest scale >= `scale` (within rounding), else the largest. */

@@ -1,4 +1,5 @@
 /** The photo job runner: original from storage -> engine (pool.enhance) -> result in storage -> completed. */
+import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import { engineErrorCode } from '../errors.js'
 import { contentTypeFor, photoResultExt } from '../media/formats.js'
@@ -6,7 +7,7 @@ import type { EnginePool } from '../engine/pool.js'
 import type { MediaStorage } from '../storage/types.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { PhotoJob } from './params.js'
-import type { OutputPutter } from './output-put.js'
+import { deliveryFor, type OutputPutter } from './output-put.js'
 
 export interface PhotoRunnerDeps {
   storage: MediaStorage
@@ -15,6 +16,8 @@ export interface PhotoRunnerDeps {
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
   outputPut?: OutputPutter
+  /** Where a delivery copies a result storage has no file for (default: the OS temp dir). */
+  tmpDir?: string
 }
 
 export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<void> {
@@ -35,11 +38,6 @@ export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<
   const key = `r/${job.id}.${ext}`
   const data = Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength)
   await d.storage.put(key, data, contentTypeFor(ext))
-  // Extension: also into the caller's bucket; its outcome is final before the job completes (never fails it).
-  if (p.output_put_url && d.outputPut) {
-    const put = await d.outputPut(job.id, p.output_put_url, data, contentTypeFor(ext), run.signal)
-    if (put.status !== 'delivered') d.log.warn({ job: job.id, output_put: put }, 'output_put_url: not delivered; the result stays at res_url')
-    if (run.stopped) return settleAborted(run)
-  }
-  if (await run.complete(key)) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height }, 'job completed')
+  // Extension: also into the caller's bucket, after the run (server/jobs/output-put.ts); never fails the job.
+  if (await run.complete(key, deliveryFor({ ...d, tmpDir: d.tmpDir ?? os.tmpdir() }, job, key, data))) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height }, 'job completed')
 }

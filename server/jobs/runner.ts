@@ -1,8 +1,11 @@
 /**
  * Runs one delivered job: lifecycle.start() -> the photo or video runner (photo.ts, video.ts) -> the run
  * settled through the lifecycle (completed, failed, released). The queue calls the function makeRunner()
- * returns once per delivery of a job id.
+ * returns once per delivery of a job id. A job whose result is already stored (its delivery to output_put_url
+ * was cut by a shutdown or crash) is not run again: its result is delivered and the job completes.
  */
+import os from 'node:os'
+import { deliveryFor } from './output-put.js'
 import { settleAborted, type JobLifecycle, type Run } from './lifecycle.js'
 import type { PhotoJob, VideoJob } from './params.js'
 import { runPhoto, type PhotoRunnerDeps } from './photo.js'
@@ -27,7 +30,10 @@ export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome
     const r = await d.jobs.start(jobId)
     if (!r) return 'none'
     try {
-      if (isPhoto(r)) await runPhoto(d, r)
+      if (r.job.resultKey) {
+        const key = r.job.resultKey
+        await r.complete(key, deliveryFor({ ...d, tmpDir: d.video?.tmpDir ?? os.tmpdir() }, r.job, key))
+      } else if (isPhoto(r)) await runPhoto(d, r)
       else if (isVideo(r)) await runVideo(d, r)
     } catch (e) {
       if (r.signal.aborted) await settleAborted(r)

@@ -18,7 +18,7 @@ import type { MediaStorage } from '../storage/types.js'
 export interface TaskStatusData {
   job_id: string; status: string; progress: number; original_url: string; consume_coins: number
   res_url?: string; error_code?: number; message?: string
-  // extensions (README "API extensions")
+  // extensions (docs/api.md)
   reason?: 'canceled'; eta_seconds?: number; queue_position?: number
   /** Extension: the PUT to the job's output_put_url (server/jobs/output-put.ts). */
   output_put?: { status: 'pending' | 'delivered' | 'failed'; http_status: number | null; attempts: number; error: string | null }

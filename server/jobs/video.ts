@@ -1,7 +1,7 @@
 /**
- * The video job runner: original -> probe (+ per-frame timestamps) -> server/video/transcode.ts with the
- * engine's enhanceFrames (through the engine pool, one batch of frames per task) -> result in storage ->
- * completed. Any failure fails the run (ERROR + refund). Temporary files (a copy of the original when storage
+ * The video job runner: original -> probe -> the one video job (server/video/job.ts, shared with `lucent
+ * enhance`: per-frame timestamps, server/video/transcode.ts with the engine's enhanceFrames through the engine
+ * pool, one batch of frames per task) -> result in storage -> completed. Any failure fails the run (ERROR + refund). Temporary files (a copy of the original when storage
  * has no local path, the encoded output before it is stored, VFR intermediates) are removed on success,
  * failure, timeout and shutdown: the run's signal (lifecycle.ts) stops ffmpeg and the running batch.
  *
@@ -27,14 +27,14 @@ import { engineErrorCode } from '../errors.js'
 import { VIDEO_MODELS } from '../catalog.js'
 import { contentTypeFor } from '../media/formats.js'
 import type { MediaStorage } from '../storage/types.js'
-import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
-import { transcode, keepsVfr, TranscodeError } from '../video/transcode.js'
-import { missingVideoTools, toolWorks } from '../video/tools.js'
-import { FrameSchedule } from '../video/interp.js'
-import { interpProcessor } from './video-interp.js'
+import { probeVideo, ProbeError } from '../video/probe.js'
+import { TranscodeError } from '../video/transcode.js'
+import { missingVideoTools } from '../video/tools.js'
+import { pricedFrames } from '../video/interp.js'
+import { runVideoJob, type FrameEngine } from '../video/job.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
-import type { OutputPutter } from './output-put.js'
+import { deliveryFor, type OutputPutter } from './output-put.js'
 
 export interface VideoRunnerDeps {
   storage: MediaStorage
@@ -46,11 +46,8 @@ export interface VideoRunnerDeps {
   outputPut?: OutputPutter
 }
 
-/** Frames per engine call: about `batchMb` MiB of output frames, 1..8. */
-export function batchFor(width: number, height: number, scale: number, batchMb: number): number {
-  const outFrame = width * scale * height * scale * 3
-  return Math.max(1, Math.min(8, Math.floor((batchMb * 1024 * 1024) / Math.max(1, outFrame))))
-}
+/** Frames per engine call (server/video/job.ts, the one video job of the server and `lucent enhance`). */
+export { batchFor } from '../video/job.js'
 
 export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<void> {
   const { job } = run
@@ -67,6 +64,7 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
   const outFile = `${prefix}-out.${ext}`
   let inFile = d.storage.localPath(job.originalKey)
   let inCopy: string | null = null
+  let keepOut = false
   try {
     if (!inFile) {
       const obj = await d.storage.stream(job.originalKey)
@@ -82,76 +80,40 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
       if (e instanceof ProbeError && e.reason === 'missing_ffprobe') return void await run.fail(100500005, e.message)
       return void await run.fail(engineErrorCode('decode_failed'), `cannot read the video: ${(e as Error).message}`)
     }
-    const plan = job.params.interp
-    // Per-frame timestamps: only needed (and only used) when the container can keep variable timing, or to
-    // place interpolated frames.
-    let timestamps: number[] | undefined
-    let schedule: FrameSchedule | undefined
-    if (plan) {
-      const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
-      const [num, den] = plan.fps.split('/').map(Number)
-      schedule = new FrameSchedule(ts?.pts ?? [], pr.fps, pr.frames, den ? num / den : num, plan.slowmo, ts?.lastDuration)
-    } else if (keepsVfr(ext)) {
-      const ts = await probeTimestamps(inFile, tools.ffprobe).catch(() => null)
-      if (ts?.vfr) {
-        if (await toolWorks(tools.mkvmerge, '--version')) timestamps = ts.pts
-        else d.log.warn({ job: job.id }, 'variable-frame-rate input but mkvmerge is missing: output at the average constant rate')
-      }
-    }
-    const rot = pr.rotation
-    const [w, h] = rot === 90 || rot === 270 ? [pr.height, pr.width] : [pr.width, pr.height]
-    // Opaque face-tracker state of face-aware models (smoothed boxes), carried across frame batches.
-    let faceState: Uint8Array | undefined
-    const enhance = async (frames: Buffer, width: number, height: number, count: number) => {
-      const out = await d.pool.enhanceFrames(frames, { model: job.model, width, height, count, faceState }, { signal: run.signal })
-      if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
-      faceState = out.faceState
-      return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height }
-    }
-    const interp = plan && schedule && interpProcessor(schedule, plan.order, {
-      enhance: model.name === 'frame_interpolation' ? null : enhance,
-      interpolate: async (frames, width, height, count, positions) => {
-        const out = await d.pool.interpolateFrames(frames, { width, height, count, positions }, { signal: run.signal })
+    const plan = job.params.interp ?? null
+    const engine: FrameEngine = {
+      enhanceFrames: async (frames, o) => {
+        const out = await d.pool.enhanceFrames(frames, o, { signal: run.signal })
+        if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
+        return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height, faceState: out.faceState }
+      },
+      interpolateFrames: async (frames, o) => {
+        const out = await d.pool.interpolateFrames(frames, o, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), cuts: out.cuts }
       },
-    })
-    // Interpolation makes up to 8 frames per source frame: fewer source frames per batch.
-    const perFrame = schedule ? Math.max(1, Math.ceil(schedule.total / Math.max(1, pr.frames))) : 1
-    const r = await transcode({
-      input: inFile,
-      output: outFile,
-      container: ext,
-      target,
-      info: {
-        width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fpsRational, frames: pr.frames,
-        hasAudio: pr.hasAudio, hasSubtitles: pr.hasSubtitles, subtitleCodecs: pr.subtitleCodecs,
-        videoOffset: Math.max(0, pr.videoStart - pr.fileStart),
-      },
-      batch: Math.max(1, Math.floor(batchFor(w, h, model.scale, tools.batchMb) / perFrame)),
-      ffmpeg: tools.ffmpeg,
-      mkvmerge: tools.mkvmerge,
-      crf: tools.crf,
-      preset: tools.preset,
-      timestamps,
-      signal: run.signal,
-      process: interp ? interp.process : enhance,
-      ...(interp && plan && schedule
-        ? { flush: interp.flush, outFps: plan.fps, outFrames: schedule.total, dropAudio: plan.slowmo > 1 }
-        : {}),
+    }
+    const r = await runVideoJob({
+      input: inFile, output: outFile, container: ext, target, model, probe: pr, plan,
+      // never more frames than the price covers (the declared duration at submission; the timestamps or the
+      // frame count of a crafted file may claim far more)
+      declaredDuration: job.params.input.duration,
+      maxFrames: plan ? pricedFrames(job.params.input.duration, plan) : 0,
+      tools, engine, signal: run.signal,
       onProgress: (done, total) => void run.progress((done / total) * 100),
+      onVfrLost: () => d.log.warn({ job: job.id }, 'variable-frame-rate input but mkvmerge is missing: output at the average constant rate'),
     })
     if (run.stopped) return settleAborted(run)
     const key = `r/${job.id}.${ext}`
     await d.storage.putStream(key, fs.createReadStream(outFile), contentTypeFor(ext), Number.MAX_SAFE_INTEGER)
-    // Extension: also into the caller's bucket, streamed from the local file; never fails the job.
-    if (job.params.output_put_url && d.outputPut) {
-      const put = await d.outputPut(job.id, job.params.output_put_url, { file: outFile, size: (await fsp.stat(outFile)).size }, contentTypeFor(ext), run.signal)
-      if (put.status !== 'delivered') d.log.warn({ job: job.id, output_put: put }, 'output_put_url: not delivered; the result stays at res_url')
-      if (run.stopped) return settleAborted(run)
-    }
-    if (await run.complete(key)) {
-      d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored, ...(interp ? { fps: plan!.fps, slowmo: plan!.slowmo, cuts: interp.cuts() } : {}) }, 'video job completed')
+    // Extension: also into the caller's bucket, streamed from the local file after the run (which keeps the
+    // file until then); never fails the job.
+    const deliver = deliveryFor({ ...d, tmpDir: tools.tmpDir }, job, key, { file: outFile, size: (await fsp.stat(outFile)).size },
+      () => fsp.rm(outFile, { force: true }))
+    const completed = await run.complete(key, deliver)
+    keepOut = completed && !!deliver   // the delivery removes it when it is over
+    if (completed) {
+      d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored, ...(r.interp ?? {}) }, 'video job completed')
     }
   } catch (e) {
     if (run.signal.aborted) return settleAborted(run)
@@ -160,6 +122,6 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     if (e.reason === 'decode') return void await run.fail(engineErrorCode('decode_failed'), e.message)
     return void await run.fail(engineErrorCode('encode_failed'), e.message)
   } finally {
-    await Promise.all([outFile, inCopy].filter((f): f is string => !!f).map((f) => fsp.rm(f, { force: true })))
+    await Promise.all([keepOut ? null : outFile, inCopy].filter((f): f is string => !!f).map((f) => fsp.rm(f, { force: true })))
   }
 }

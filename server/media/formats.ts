@@ -84,14 +84,67 @@ const CONTENT_TYPES: Record<string, string> = {
   '3gp': 'video/3gpp', '3g2': 'video/3gpp2', ogv: 'video/ogg', m2ts: 'video/mp2t', ts: 'video/mp2t', mxf: 'application/mxf',
 }
 
+/** Canonical type of an extension (CONTENT_TYPES), else application/octet-stream. */
 export function contentTypeFor(ext: string): string {
-  return CONTENT_TYPES[ext.toLowerCase().replace(/^\./, '')] ?? 'application/octet-stream'
+  const e = ext.toLowerCase().replace(/^\./, '')
+  return Object.hasOwn(CONTENT_TYPES, e) ? CONTENT_TYPES[e]! : 'application/octet-stream'
 }
 
-/** Content types accepted by the upload facility (photo and video formats of api.md). */
+const SERVED_TYPES = new Set(Object.values(CONTENT_TYPES))
+/** A bare media type (RFC 9110 tokens, lower case): no parameters, no list, no white space. */
+const BARE_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$/
+
+/**
+ * Content types accepted by the upload facility (photo and video formats of api.md): a bare `image/<photo format>`,
+ * `video/<anything>` or a type of CONTENT_TYPES, nothing else (no `video/mp4;x=1, text/html`, no SVG). The caller
+ * strips parameters first where it wants to accept them (stagedType); presign-put does not (the type is signed).
+ */
 export function uploadTypeAllowed(ct: string): boolean {
-  const t = ct.split(';')[0].trim().toLowerCase()
-  if (t === 'application/octet-stream') return false
-  return Object.values(CONTENT_TYPES).includes(t) || t.startsWith('image/') && PHOTO_INPUT_FORMATS.has(t.slice(6))
-    || t.startsWith('video/')
+  const t = ct.trim().toLowerCase()
+  if (!BARE_TYPE.test(t) || t === 'application/octet-stream') return false
+  return SERVED_TYPES.has(t) || t.startsWith('image/') && PHOTO_INPUT_FORMATS.has(t.slice(6)) || t.startsWith('video/')
+}
+
+/** The extension an upload of type `ct` is stored under: the table's for that type, else its subtype when plain. */
+export function extensionForType(ct: string): string {
+  const t = ct.trim().toLowerCase()
+  const known = Object.keys(CONTENT_TYPES).find((e) => CONTENT_TYPES[e] === t)
+  const sub = t.split('/')[1] ?? ''
+  return known ?? (/^[a-z0-9]{1,10}$/.test(sub) ? sub : 'bin')
+}
+
+/**
+ * Stored files (uploads, originals, results; issue 22) are served with a type of CONTENT_TYPES only, never the
+ * uploader's string: the key's extension decides, else the stored type when it is exactly one of the table's, else
+ * application/octet-stream. No HTML, XML or SVG type is in the table, so none is ever served.
+ */
+export function servedType(key: string, stored?: string): string {
+  const name = key.slice(key.lastIndexOf('/') + 1)
+  const dot = name.lastIndexOf('.')
+  if (dot > 0) {
+    const t = contentTypeFor(name.slice(dot + 1))
+    if (t !== 'application/octet-stream') return t
+  }
+  const s = (stored ?? '').trim().toLowerCase()
+  return SERVED_TYPES.has(s) ? s : 'application/octet-stream'
+}
+
+/** Types the playground shows (<img>, <video>): served `inline`; every other type is an attachment. */
+const INLINE_TYPES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif', 'image/bmp', 'video/mp4', 'video/webm', 'video/quicktime', 'video/x-m4v'])
+
+/**
+ * THE headers of a stored file, wherever it is served: GET /files/<key> (routes/files.ts) and, as far as S3 lets a
+ * link choose them (type and disposition), the S3 GET links and objects (storage/s3.ts). A canonical type,
+ * nosniff, a sandbox CSP (a document opened from it runs no script and has an opaque origin, so no access to the
+ * gateway's localStorage), and `attachment` unless a type the playground shows. No filename parameter: it would
+ * override the playground's `download` name; browsers take the key's last segment.
+ */
+export function fileHeaders(key: string, stored?: string): Record<'content-type' | 'content-disposition' | 'x-content-type-options' | 'content-security-policy', string> {
+  const type = servedType(key, stored)
+  return {
+    'content-type': type,
+    'content-disposition': INLINE_TYPES.has(type) ? 'inline' : 'attachment',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': "sandbox; default-src 'none'",
+  }
 }

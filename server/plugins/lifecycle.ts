@@ -15,6 +15,7 @@ export default fp(async (app) => {
   const { config } = l
   const { store, storage, queue, registry } = l.backends
   let sweepTimer: NodeJS.Timeout | undefined
+  let redeliverTimer: NodeJS.Timeout | undefined
 
   app.addHook('onReady', async () => {
     const pool = l.pool
@@ -55,12 +56,19 @@ export default fp(async (app) => {
     }
     sweep()
     sweepTimer = setInterval(sweep, 3600_000).unref()
+    // results whose delivery a crashed worker left behind (server/jobs/lifecycle.ts redeliverStale)
+    const deadline = config.outputPut.deadlineMs
+    redeliverTimer = setInterval(() => {
+      l.jobs.redeliverStale(deadline + 10_000).catch((err) => app.log.warn({ err }, 'redelivery check failed'))
+    }, Math.min(60_000, Math.max(1000, deadline / 2))).unref()
   })
 
   app.addHook('onClose', async () => {
     l.closing = true
     l.jobs.shutdown()
     clearInterval(sweepTimer)
+    clearInterval(redeliverTimer)
+    await l.jobs.drain()
     queue.pause()
     await l.pool?.close().catch(() => {})
     await queue.close()

@@ -17,9 +17,10 @@ export default fp(async (app) => {
   if (!l.role.runsJobs && !l.role.recovers) return
   const deliverer = new WebhookDeliverer({
     // the payload is the job's task-status answer, built as POST /api/task-status builds it
-    store: l.store, answer: (job) => taskStatusData(job, l.storage), settings: l.config.webhooks, fetchAllow: l.config.fetchAllow, log: app.log,
+    store: l.store, answer: (job) => taskStatusData(job, l.storage), settings: l.config.webhooks, fetchAllow: l.config.fetchAllow, outbound: l.config.outbound,
+    log: app.log,
   })
-  const subs = new BoundedCache<string, (WebhookSub & { keyId: string }) | null>(10_000)
+  const subs = new BoundedCache<string, (WebhookSub & { keyId: string; held: boolean }) | null>(10_000)
   const deciles = new BoundedCache<string, number>(10_000)
   const offs = [
     l.jobs.on('completed', (e) => { deciles.delete(e.job.id); subs.delete(e.job.id); deliverer.nudge() }),
@@ -31,8 +32,11 @@ export default fp(async (app) => {
       deciles.set(e.job.id, decile)
       void (async () => {
         let sub = subs.get(e.job.id)
-        if (sub === undefined) subs.set(e.job.id, (sub = await l.store.webhooks.subscription(e.job.id)))
-        if (!sub || !sub.events.includes('job.progress')) return
+        if (sub === undefined) {
+          sub = await l.store.webhooks.subscription(e.job.id)
+          if (!sub?.held) subs.set(e.job.id, sub) // held: its submission has not answered yet, asked again next time
+        }
+        if (!sub || sub.held || !sub.events.includes('job.progress')) return
         const added = await l.store.webhooks.addDelivery({
           id: `msg_${e.job.id}_p${decile}`, keyId: sub.keyId, jobId: e.job.id, event: 'job.progress', events: sub.events, url: sub.url, at: Date.now(),
         })

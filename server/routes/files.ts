@@ -1,7 +1,11 @@
-/** Signed links served by the service: GET /files/<key> (results, originals, uploads), PUT /upload/<key>. */
+/**
+ * Signed links served by the service: GET /files/<key> (results, originals, uploads), PUT /upload/<key>.
+ * GET answers with fileHeaders() (media/formats.ts): the stored bytes are never served as a page.
+ */
 import type { FastifyPluginAsync } from 'fastify'
 import { ApiError } from '../errors.js'
 import { TooLargeError } from '../storage/local.js'
+import { fileHeaders } from '../media/formats.js'
 import { ok } from '../context.js'
 
 const files: FastifyPluginAsync = async (app) => {
@@ -18,10 +22,10 @@ const files: FastifyPluginAsync = async (app) => {
     if (v !== 'ok') throw new ApiError(100403001)
     const obj = await l.storage.stream(key)
     if (!obj) throw new ApiError(100403002)
-    reply.header('content-type', obj.meta.contentType)
+    // never the uploader's type: canonical type, nosniff, sandbox CSP, attachment unless shown (media/formats.ts)
+    reply.headers(fileHeaders(key, obj.meta.contentType))
     reply.header('content-length', obj.meta.size)
     reply.header('cache-control', 'private, max-age=3600')
-    reply.header('x-content-type-options', 'nosniff')
     return reply.send(obj.stream)
   })
 

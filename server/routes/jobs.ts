@@ -7,11 +7,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError, CANCELED_CODE, QUEUE_FULL_CODE } from '../errors.js'
 import { photoModel, videoModel } from '../catalog.js'
 import { PHOTO_INPUT_FORMATS, contentTypeFor, normExt, photoFormat, videoOutputExtensions } from '../media/formats.js'
-import { photoPrice, videoPrice } from '../pricing.js'
+import { photoJobPrice, videoJobPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
-import { probeVideo, ProbeError } from '../video/probe.js'
+import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
 import { missingVideoTools } from '../video/tools.js'
-import { decideInterp, slowmoError, INTERP_MODEL } from '../video/interp.js'
+import { decideInterp, slowmoError, timingError, packetBound } from '../video/interp.js'
+import { displaySize, videoInputError } from '../video/job.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
@@ -19,12 +20,13 @@ import { IdempotencyHeaders, idempotencyOf, lookup, replayAnswer } from './idemp
 import type { JobStatusRow, NewJob } from '../store/types.js'
 import type { WebhookSub } from '../store/webhooks.js'
 import { webhookFor } from '../webhooks/subscribe.js'
+import { outboundRules } from '../fetch/policy.js'
 import type { JobSpec } from '../jobs/params.js'
 import type { SubmitResult } from '../jobs/lifecycle.js'
 import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
 import { asksForSize, outputSize } from '../jobs/output-size.js'
 import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
-import { exifOrientation } from '../media/orientation.js'
+import { uprightSize } from '../media/orientation.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -49,21 +51,30 @@ function submitError(r: Extract<SubmitResult, { ok: false }>): ApiError {
 
 /** Debit, create and queue the job (server/jobs/lifecycle.ts). Not queued (Redis or the cluster primary
  *  unreachable): the lifecycle ends the job at once, refunded, rather than charge for a job the client never
- *  hears of. A webhook subscription is written first, so the job's final event finds it (server/webhooks/). */
+ *  hears of. A webhook subscription is written first (held), so the job's final event finds it, and armed once
+ *  the job is queued: a job the client never gets a job_id for sends no webhook (server/store/webhooks.ts). */
 async function submit(l: Lucent, job: Omit<NewJob, 'kind' | 'params'> & JobSpec, commit: () => void, hook: WebhookSub | null) {
-  if (hook) await l.store.webhooks.subscribe(job.id, job.keyId, hook)
+  if (hook) await l.store.webhooks.subscribe(job.id, job.keyId, hook, { held: true })
   const r = await l.jobs.submit(job, { reserved: true })
   if (r.ok || r.reason === 'not_queued') commit() // the queue consumed the reservation
   if (!r.ok) {
     if (hook) await l.store.webhooks.unsubscribe(job.id).catch(() => {})
     if (r.reason !== 'not_queued') await l.storage.delete(job.originalKey).catch(() => {})
     // a parallel submission with the same Idempotency-Key and body made the job first: its answer
-    if (r.reason === 'replay') return replayAnswer(r.job)
+    if (r.reason === 'replay') return armed(l, replayAnswer(r.job))
     // ended at once (refunded): a retry with the same Idempotency-Key submits again
     if (r.reason === 'not_queued' && job.idempotency) await l.store.forgetIdempotency(job.keyId, job.idempotency.key, job.id).catch(() => {})
     throw submitError(r)
   }
+  if (hook) await l.store.webhooks.arm(job.id)
   return ok({ job_id: job.id, consume_coins: r.charged })
+}
+
+/** An earlier job's answer given again (Idempotency-Key): the client has its job_id now, so its webhooks go
+ *  live, also when the first answer was lost (a crash between queueing and answering). */
+async function armed<A extends { data: { job_id: string } }>(l: Lucent, answer: A): Promise<A> {
+  await l.store.webhooks.arm(answer.data.job_id)
+  return answer
 }
 
 /** The task-status answer of a job (a fresh read), with the extension fields. */
@@ -90,26 +101,28 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const b = req.body
     const idempotency = idempotencyOf('/api/photo-enhancer', req.headers, b)
     const replay = await lookup(l, req.apiKey!.id, idempotency)
-    if (replay) return replay
+    if (replay) return armed(l, replay)
     const model = photoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension)
     const format = ext ? photoFormat(ext) : undefined
     if (!ext || !format) throw new ApiError(110400007)
-    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
     // Extension: the result also PUT to the caller's bucket (checked before anything is fetched).
-    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config)
     return withQueueSlot(l, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
       const sn = sniff(bytes)
       if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
       const inPx = sn.width * sn.height
+      // the sides the networks see: every format's orientation, as the engine applies it (server/media/orientation.ts)
+      const upright = uprightSize(bytes, { format: sn.format, width: sn.width, height: sn.height })
       let run = model
       let output = { width: sn.width * model.scale, height: sn.height * model.scale }
       let target: { width?: number; height?: number } | undefined
       if (asksForSize(b)) {
         // Extension: any output size (server/jobs/output-size.ts): the family member that runs, its limits.
-        const o = outputSize(b, model, sn.width, sn.height, sn.format === 'jpeg' ? exifOrientation(bytes) : undefined)
+        const o = outputSize(b, model, upright.width, upright.height)
         run = o.model
         output = { width: o.width, height: o.height }
         target = o.target
@@ -118,7 +131,8 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         if (inPx > lim.maxInMP * 1e6) throw new ApiError(110400009)
         if (inPx * model.scale * model.scale > lim.maxOutMP * 1e6) throw new ApiError(110400010)
       }
-      const coins = photoPrice(l.prices, run.priceClass, output.width * output.height)
+      // the larger of the output asked for and the networks' own output (server/pricing.ts)
+      const coins = photoJobPrice(l.prices, run, upright, target ? output : undefined)
       const id = newJobId()
       const originalKey = `o/${id}.${sn.format}`
       await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
@@ -137,8 +151,9 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     })
   })
 
-  /** frame_interpolation without `resolution` keeps the input size: the request gets a placeholder the
-   *  schema accepts (every other request is validated exactly as before). */
+  /** An interpolation model (the catalog's `interpolation`: frame_interpolation) without `resolution` keeps the
+   *  input size: the request gets a placeholder the schema accepts (every other request is validated exactly as
+   *  before). */
   const keepSize = new WeakSet<object>()
   app.post('/api/video-enhancer', {
     schema: {
@@ -147,7 +162,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     },
     preValidation: async (req) => {
       const b = req.body as Record<string, unknown> | null
-      if (b && typeof b === 'object' && b.model_name === INTERP_MODEL && b.resolution === undefined) {
+      if (b && typeof b === 'object' && typeof b.model_name === 'string' && videoModel(b.model_name)?.interpolation && b.resolution === undefined) {
         b.resolution = [1, 1]
         keepSize.add(req)
       }
@@ -156,20 +171,20 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const b = req.body
     const idempotency = idempotencyOf('/api/video-enhancer', req.headers, b)
     const replay = await lookup(l, req.apiKey!.id, idempotency)
-    if (replay) return replay
+    if (replay) return armed(l, replay)
     const model = videoModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')
     if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)
     let [w, h] = b.resolution
     if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
-    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config.fetchAllow)
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config)
     const badSlowmo = slowmoError(b.slowmo)
     if (badSlowmo) throw new ApiError(100403000, { detail: badSlowmo, hint: badSlowmo })
     // ffmpeg + ffprobe must run (LUCENT_FFMPEG / LUCENT_FFPROBE); photos do not need them.
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
-    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, l.config.fetchAllow, b)
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
     return withQueueSlot(l, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
       try {
@@ -183,10 +198,11 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new ApiError(100500005, { detail: e.message })
           throw new ApiError(110400007)
         }
-        if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) throw new ApiError(110400007)
-        if (!(pr.duration >= model.limits.minSeconds && pr.duration <= model.limits.maxSeconds)) throw new ApiError(110400011)
+        const unfit = videoInputError(pr, model)
+        if (unfit) throw new ApiError(unfit.code)
+        const upright = displaySize(pr)
         if (keepSize.has(req)) {
-          ;[w, h] = pr.rotation === 90 || pr.rotation === 270 ? [pr.height, pr.width] : [pr.width, pr.height]
+          ;[w, h] = [upright.width, upright.height]
           if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
         }
         // fps / slowmo (server/video/interp.ts): null plan = the old path, old price.
@@ -195,9 +211,17 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           maxSeconds: model.limits.maxSeconds,
         })
         if (!ip.ok) throw new ApiError(ip.code, { detail: ip.detail, hint: ip.detail })
+        // Interpolation places frames by the packets' times, the price uses the declared duration: a file whose
+        // timestamps run past it (a gap, a last packet lasting an hour) is refused before any debit (issue 22).
+        if (ip.plan) {
+          const ts = await probeTimestamps(input.file, l.config.video.ffprobe, 60_000, packetBound(pr.duration, pr.fps)).catch((e: Error) => e)
+          const bad = ts instanceof Error ? `cannot read the video's packet timestamps: ${ts.message}` : timingError(ts, pr)
+          if (bad) throw new ApiError(110400008, { detail: bad, hint: bad })
+        }
+        // priced by `resolution` (compat.md); one smaller than the input is priced at the network's own output
         const coins = ip.plan
-          ? videoPrice(l.prices, model.priceClass, w, h, ip.outFps, ip.outSeconds, true)
-          : videoPrice(l.prices, model.priceClass, w, h, pr.fps, pr.duration)
+          ? videoJobPrice(l.prices, model, upright, [w, h], ip.outFps, ip.outSeconds, true)
+          : videoJobPrice(l.prices, model, upright, [w, h], pr.fps, pr.duration)
         const id = newJobId()
         const format = sn?.format ?? pr.format.split(',')[0]
         const originalKey = `o/${id}.${format}`
@@ -237,12 +261,15 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
 
   // Extension: cancel a waiting or running job (server/jobs/lifecycle.ts cancel(); a run elsewhere is stopped
   // through the cluster IPC / Redis relay). The job ends ERROR with error_code 110400014 and reason "canceled",
-  // refunded exactly once; a finished job answers 409 (110409000).
+  // refunded as the money policy says (server/jobs/refund.ts: all of it while waiting, the unprocessed share once
+  // running); a finished job, or one whose result exists (being delivered), answers 409 (110409000).
   app.post('/api/task-cancel', {
     schema: {
       summary: 'Cancel a job (extension)', tags: ['jobs'], security: [{ apikey: [] }], body: TaskStatusBody,
       description: 'A waiting job never runs; a running one is stopped. Answers the task-status of the canceled job ' +
-        '(status ERROR, error_code 110400014, reason "canceled"); coins are refunded. A finished job: 409, 110409000.',
+        '(status ERROR, error_code 110400014, reason "canceled"). Refund: all coins while the job waits, the unprocessed ' +
+        'share (by progress) once it runs. A finished job, or one whose result exists (being delivered to output_put_url): ' +
+        '409, 110409000, nothing refunded.',
       response: { 200: TaskStatus, ...conflictResponses },
     },
   }, async (req) => {

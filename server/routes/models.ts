@@ -2,36 +2,24 @@
  * GET /api/models: the catalog as clients see it (every photo and video model of api.md: kind, family, scale,
  * price table, limits, a one-line description, whether this deployment can run it) plus the accepted formats.
  *
- * Public (no Apikey): it says nothing that /docs and the README do not (names, limits, the price tables in
+ * Public (no Apikey): it says nothing that /docs and docs/ do not (names, limits, the price tables in
  * force), and the playground shows it before a key is entered. The answer is built once per process (prices
  * are loaded at start) and revalidated with an ETag.
  *
- * Sources: models/catalog.json (generated from native/engine/src/catalog.rs: names, aliases, scales, price
- * classes, limits, descriptions, availability), the accepted formats (server/media/formats.ts) and the price
- * tables in force (server/pricing.ts, LUCENT_PRICES included).
+ * Sources: models/catalog.json (generated from native/engine/src/catalog.rs: names, families, aliases, scales,
+ * price classes, limits, descriptions, availability), the accepted formats (server/media/formats.ts) and the
+ * price tables in force (server/pricing.ts photoTable / videoTable, LUCENT_PRICES included: the shape the
+ * rules of server/price-rules.ts read, here and in the playground).
  */
 import crypto from 'node:crypto'
 import { Type, type Static } from 'typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { readCatalog, type CatalogModel } from '../catalog.js'
 import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
-import { VIDEO_TIERS, type Prices } from '../pricing.js'
+import { photoTable, videoTable, type Prices } from '../pricing.js'
 import { INTERP_LIMITS } from '../video/interp.js'
 import { ok } from '../context.js'
 import { Envelope } from './schemas.js'
-
-/** api.md's family names ("Photo model names" / "Video model names" tables), by model name without the scale. */
-const FAMILIES: Record<'photo' | 'video', Record<string, string>> = {
-  photo: {
-    face: 'Face Clear', face_v2: 'Face Natural', general: 'General Enhance', high_fidelity: 'High Fidelity',
-    sharpen_denoise: 'Sharp Denoise', detail_denoise: 'Detail Denoise', generative_portrait: 'Generative Portrait',
-    generative: 'Generative Enhance',
-  },
-  video: {
-    face_soft: 'Face Soft', portrait_restore: 'Portrait Restore', general_restore: 'General Restore',
-    ultrahd_restore: 'Ultra HD', generative: 'Generative', frame_interpolation: 'Frame Interpolation',
-  },
-}
 
 const PhotoPrice = Type.Object({
   unit: Type.Literal('output_megapixels'),
@@ -84,34 +72,25 @@ export const ModelsData = Type.Object({
 })
 export type ModelsAnswer = Static<typeof ModelsData>
 
-const family = (kind: 'photo' | 'video', name: string) => FAMILIES[kind][name.replace(/_\d+x$/, '')] ?? name
-
 /** The answer's data for the price tables in force and the catalog (models/catalog.json by default). */
 export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog()): ModelsAnswer {
-  const stem = (m: CatalogModel) => `${m.kind}:${m.name.replace(/_\d+x$/, '')}`
-  const scalesOf = (m: CatalogModel) => [...new Set(catalog.filter((o) => stem(o) === stem(m)).map((o) => o.scale))].sort((a, b) => a - b)
+  const scalesOf = (m: CatalogModel) =>
+    [...new Set(catalog.filter((o) => o.kind === m.kind && o.family === m.family).map((o) => o.scale))].sort((a, b) => a - b)
   const common = (m: CatalogModel) => ({
-    name: m.name, kind: m.kind, family: family(m.kind, m.name), scale: m.scale, family_scales: scalesOf(m), category: m.price_class,
+    name: m.name, kind: m.kind, family: m.family, scale: m.scale, family_scales: scalesOf(m), category: m.price_class,
     aliases: [...m.aliases], description: m.description, available: m.available,
   })
   const models = catalog.map((m) => {
     if (m.kind === 'photo') {
       return {
         ...common(m),
-        price: { unit: 'output_megapixels' as const, tiers: prices[m.price_class].map(([below, coins]) => ({ below_mp: below, coins })) },
+        price: photoTable(prices, m.price_class),
         limits: { max_input_mp: m.limits.max_in_mp, max_output_mp: m.limits.max_out_mp, dpi: m.category === 'enhance' },
       }
     }
-    const factor = m.price_class === 'premium' ? prices.premiumFactor : m.price_class === 'interp' ? prices.interpFactor : 1
     return {
       ...common(m),
-      price: {
-        unit: 'output_second' as const,
-        tiers: VIDEO_TIERS.map(([tier, max]) => ({ name: tier, max_short_side: max, coins_per_second: prices.video[tier] * factor })),
-        fps_over_30_factor: prices.fpsOver30Factor,
-        fps_over_60_factor: prices.fpsOver60Factor,
-        minimum_coins: 1,
-      },
+      price: videoTable(prices, m.price_class),
       limits: {
         max_input_mp: null, max_output_mp: m.limits.max_out_mp, min_seconds: m.limits.min_seconds, max_seconds: m.limits.max_seconds,
         interpolation: { max_fps: INTERP_LIMITS.maxFps, max_fps_factor: INTERP_LIMITS.maxFactor, slowmo: [...INTERP_LIMITS.slowmo], gif_max_fps: INTERP_LIMITS.gifMaxFps },

@@ -7,7 +7,7 @@ import multipart from '@fastify/multipart'
 import { Type } from 'typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError, ERRORS, type ErrorCode } from '../errors.js'
-import { contentTypeFor, uploadTypeAllowed } from '../media/formats.js'
+import { contentTypeFor, extensionForType, servedType, uploadTypeAllowed } from '../media/formats.js'
 import { safeName } from '../storage/types.js'
 import { TooLargeError } from '../storage/local.js'
 import { sniff } from '../media/sniff.js'
@@ -15,13 +15,21 @@ import { loadToFile, readHead } from '../input.js'
 import { ok, RETENTION_MS, type Lucent } from '../context.js'
 import { Envelope, PresignItem, Presigned, Stored, errorResponses } from './schemas.js'
 
-const uploadKey = (filename: string | undefined, ext: string) =>
-  `u/${crypto.randomBytes(16).toString('hex')}/${safeName(filename, `file.${ext}`)}`
+/** u/<random>/<name>; for a type of the table the name ends in one of its extensions (`evil.html` as video/mp4 ->
+ *  `evil.html.mp4`): the key alone gives the type it is served with (media/formats.ts servedType), on S3 too. */
+function uploadKey(filename: string | undefined, ct: string): string {
+  const ext = extensionForType(ct)
+  let name = safeName(filename, `file.${ext}`)
+  const type = servedType(`file.${ext}`, ct)
+  if (type !== 'application/octet-stream' && servedType(name) !== type) name = `${name.replace(/\.+$/, '')}.${ext}`
+  return `u/${crypto.randomBytes(16).toString('hex')}/${name}`
+}
 
 function presign(l: Lucent, f: { filename: string; content_type: string; expire_seconds?: number }) {
+  // a bare image/video type only: it is signed, stored and (S3) served as given, so no parameters or lists
   const ct = f.content_type.trim().toLowerCase()
-  if (!uploadTypeAllowed(ct)) throw new ApiError(110400007)
-  const key = uploadKey(f.filename, ct.split('/')[1] ?? 'bin')
+  if (!uploadTypeAllowed(ct)) throw new ApiError(110400007, { detail: `content_type ${JSON.stringify(f.content_type.slice(0, 100))} is not a bare photo or video type` })
+  const key = uploadKey(f.filename, ct)
   const expireAt = Date.now() + (f.expire_seconds ?? 3600) * 1000
   return {
     upload_url: l.storage.signedPutUrl(key, ct, expireAt),
@@ -54,7 +62,7 @@ async function transfer(l: Lucent, url: string, filename: string | undefined) {
     const name = filename ?? (() => { try { return decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '') } catch { return '' } })()
     const ct = stagedType(input.contentType, name, await readHead(input.file, 64 * 1024))
     if (!ct) throw new ApiError(110400007)
-    const key = uploadKey(name, ct.split('/')[1] ?? 'bin')
+    const key = uploadKey(name, ct)
     const meta = await l.storage.putStream(key, fs.createReadStream(input.file), ct, l.config.uploadMaxBytes)
     return { url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS), object_key: key, size: meta.size }
   } finally {
@@ -99,7 +107,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       part.file.resume()
       throw new ApiError(110400007)
     }
-    const key = uploadKey(part.filename, ct.split('/')[1] ?? 'bin')
+    const key = uploadKey(part.filename, ct)
     let meta
     try {
       meta = await l.storage.putStream(key, part.file, ct, l.config.uploadMaxBytes)

@@ -82,7 +82,7 @@ export const TaskStatus = Envelope(Type.Object({
   consume_coins: Type.Integer(),
   error_code: Type.Optional(Type.Integer()),
   message: Type.Optional(Type.String()),
-  // extensions (README "API extensions"): answers only add fields
+  // extensions (docs/api.md): answers only add fields
   reason: Type.Optional(Type.Literal('canceled', { description: 'ERROR because the job was canceled (POST /api/task-cancel; error_code 110400014)' })),
   eta_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'Running job: seconds until it is expected to finish, from measured throughput per model and backend; absent when unknown' })),
   queue_position: Type.Optional(Type.Integer({ minimum: 1, description: 'Waiting job: 1 = next to start' })),

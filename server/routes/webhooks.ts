@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError } from '../errors.js'
 import { ok } from '../context.js'
-import type { Delivery } from '../store/webhooks.js'
+import { ReplayLimitError, type Delivery } from '../store/webhooks.js'
 import { DeliveriesQuery, DeliveryList, DeliveryOne, DeliveryParams, errorResponses } from './schemas.js'
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
@@ -29,11 +29,19 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/api/webhooks/deliveries/:id/replay', {
     schema: {
-      summary: 'Send a webhook delivery again (same webhook-id, retried for the full window again)', tags: ['webhooks'], security: [{ apikey: [] }],
+      summary: 'Send a webhook delivery again (same webhook-id, retried for the full window again; at most LUCENT_WEBHOOK_MAX_REPLAYS times)',
+      tags: ['webhooks'], security: [{ apikey: [] }],
       params: DeliveryParams, response: { 200: DeliveryOne, ...errorResponses },
     },
   }, async (req) => {
-    const d = await l.store.webhooks.replay(req.params.id, req.apiKey!.id, Date.now())
+    let d: Delivery | null
+    try {
+      d = await l.store.webhooks.replay(req.params.id, req.apiKey!.id, Date.now(), l.config.webhooks.maxReplays)
+    } catch (e) {
+      if (!(e instanceof ReplayLimitError)) throw e
+      const why = `replayed ${e.replays} times: the limit (${l.config.webhooks.maxReplays})`
+      throw new ApiError(100429000, { status: 429, detail: why, hint: why })
+    }
     if (!d) throw new ApiError(110400023)
     return ok(deliveryJson(d))
   })

@@ -53,13 +53,17 @@ export class LocalStorage implements MediaStorage {
   readonly root: string
   private readonly secret: Buffer
 
-  constructor(dataDir: string, secret: Buffer, publicUrl: () => string) {
+  /** `publicUrl`: base of /upload links; `filesUrl` (default publicUrl): base of /files links, possibly another
+   *  origin (LUCENT_FILES_BASE_URL) pointing at this same service. */
+  constructor(dataDir: string, secret: Buffer, publicUrl: () => string, filesUrl: () => string = publicUrl) {
     this.root = path.join(dataDir, 'objects')
     fs.mkdirSync(this.root, { recursive: true })
     this.secret = secret
     this.publicUrl = publicUrl
+    this.filesUrl = filesUrl
   }
   private publicUrl: () => string
+  private filesUrl: () => string
 
   private file(key: string): string {
     if (!validKey(key)) throw new Error(`invalid object key ${JSON.stringify(key)}`)
@@ -174,7 +178,7 @@ export class LocalStorage implements MediaStorage {
 
   signedGetUrl(key: string, expiresAt: number): string {
     const e = String(Math.floor(expiresAt / 1000))
-    return `${this.publicUrl()}/files/${key}?e=${e}&s=${this.getSig(key, e)}`
+    return `${this.filesUrl()}/files/${key}?e=${e}&s=${this.getSig(key, e)}`
   }
 
   signedPutUrl(key: string, contentType: string, expiresAt: number): string {
@@ -192,9 +196,10 @@ export class LocalStorage implements MediaStorage {
     return this.check(this.sign(['PUT', key, contentType.toLowerCase(), expires]), sig, expires)
   }
 
+  /** Links on the files base and, as before it was set, on the public URL. */
   ownKey(url: string): string | 'invalid' | null {
-    const prefix = `${this.publicUrl()}/files/`
-    if (!url.startsWith(prefix)) return null
+    const prefix = [`${this.filesUrl()}/files/`, `${this.publicUrl()}/files/`].find((p) => url.startsWith(p))
+    if (!prefix) return null
     let u: URL
     try {
       u = new URL(url)

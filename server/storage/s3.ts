@@ -8,6 +8,9 @@
  * - `ownKey` recognises links to this bucket and checks their signature and expiry, so an `access_url` from
  *   presign-put can be passed as img_url / video_url and is read from the bucket directly.
  * - The service serves no /files or /upload links in this mode (verifyGet/verifyPut always answer 'bad').
+ * - Served types (issue 22): objects are written with fileHeaders()' canonical type and disposition, and GET links
+ *   carry them as response-content-type / response-content-disposition (S3 then answers those, whatever the
+ *   object holds); S3 sets no CSP or nosniff, but its links are on the bucket's origin, never the gateway's.
  * Expiry of pre-signed links is capped at 7 days (the S3 maximum).
  */
 import crypto from 'node:crypto'
@@ -22,6 +25,7 @@ import {
 } from '@aws-sdk/client-s3'
 import { validKey, type MediaStorage, type ObjectMeta } from './types.js'
 import { spoolToFile } from './local.js'
+import { fileHeaders } from '../media/formats.js'
 
 export interface S3Config {
   endpoint: string
@@ -149,11 +153,12 @@ export class S3Storage implements MediaStorage {
 
   async put(key: string, data: Buffer, contentType: string): Promise<ObjectMeta> {
     const createdAt = Date.now()
+    const h = fileHeaders(this.check(key), contentType)
     await this.client.send(new PutObjectCommand({
-      Bucket: this.cfg.bucket, Key: this.check(key), Body: data, ContentType: contentType, ContentLength: data.length,
-      Metadata: { 'created-at': String(createdAt) },
+      Bucket: this.cfg.bucket, Key: key, Body: data, ContentType: h['content-type'], ContentDisposition: h['content-disposition'],
+      ContentLength: data.length, Metadata: { 'created-at': String(createdAt) },
     }))
-    return { contentType, size: data.length, createdAt }
+    return { contentType: h['content-type'], size: data.length, createdAt }
   }
 
   async putStream(key: string, src: Readable, contentType: string, maxBytes: number): Promise<ObjectMeta> {
@@ -163,11 +168,12 @@ export class S3Storage implements MediaStorage {
     try {
       const size = await spoolToFile(src, tmp, maxBytes)
       const createdAt = Date.now()
+      const h = fileHeaders(key, contentType)
       await this.client.send(new PutObjectCommand({
-        Bucket: this.cfg.bucket, Key: key, Body: fs.createReadStream(tmp), ContentType: contentType, ContentLength: size,
-        Metadata: { 'created-at': String(createdAt) },
+        Bucket: this.cfg.bucket, Key: key, Body: fs.createReadStream(tmp), ContentType: h['content-type'],
+        ContentDisposition: h['content-disposition'], ContentLength: size, Metadata: { 'created-at': String(createdAt) },
       }))
-      return { contentType, size, createdAt }
+      return { contentType: h['content-type'], size, createdAt }
     } finally {
       await fsp.rm(tmp, { force: true })
     }
@@ -243,18 +249,20 @@ export class S3Storage implements MediaStorage {
     return u
   }
 
-  private presign(method: 'GET' | 'PUT', key: string, expiresAt: number, headers?: Record<string, string>, now = Date.now()): string {
+  private presign(method: 'GET' | 'PUT', key: string, expiresAt: number, headers?: Record<string, string>, extraQuery?: Array<[string, string]>, now = Date.now()): string {
     const url = this.objectUrl(this.check(key))
     const expires = Math.max(1, Math.min(MAX_EXPIRES, Math.ceil((expiresAt - now) / 1000)))
     const q = presignQuery({
       method, url, region: this.cfg.region, accessKeyId: this.cfg.accessKeyId, secretAccessKey: this.cfg.secretAccessKey,
-      sessionToken: this.cfg.sessionToken, date: amzDate(now), expires, headers,
+      sessionToken: this.cfg.sessionToken, date: amzDate(now), expires, headers, extraQuery,
     })
     return `${url.href}?${q.map(([k, v]) => `${uriEncode(k)}=${uriEncode(v)}`).join('&')}`
   }
 
+  /** The link makes S3 answer the canonical type and disposition of the key (fileHeaders), whatever the object holds. */
   signedGetUrl(key: string, expiresAt: number): string {
-    return this.presign('GET', key, expiresAt)
+    const h = fileHeaders(this.check(key))
+    return this.presign('GET', key, expiresAt, undefined, [['response-content-disposition', h['content-disposition']], ['response-content-type', h['content-type']]])
   }
 
   signedPutUrl(key: string, contentType: string, expiresAt: number): string {

@@ -10,7 +10,8 @@
  */
 import pg from 'pg'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
-import { PgWebhooks, WEBHOOK_MIGRATION_PG } from './webhooks-postgres.js'
+import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
+import { refundFor, type EndCause } from '../jobs/refund.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
 const MIGRATIONS: string[] = [
@@ -96,6 +97,12 @@ const MIGRATIONS: string[] = [
     updated_at BIGINT NOT NULL
   );
   `,
+  // --- money policy (server/jobs/refund.ts): every refund row says why -------------------------------------
+  `
+  ALTER TABLE ledger ADD COLUMN reason TEXT;
+  `,
+  // --- webhooks: held subscriptions, bounded replays (./webhooks-postgres.ts) ---
+  WEBHOOK_MIGRATION_PG_2,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -107,6 +114,9 @@ interface JobRow {
   attempts: number; created_at: number; updated_at: number; completed_at: number | null
 }
 
+interface LedgerRow { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number; reason: string | null }
+const toLedger = (x: LedgerRow): LedgerEntry =>
+  ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at, reason: x.reason })
 const toKey = (r: KeyRow): ApiKey => ({
   id: r.id, hash: r.hash, coins: r.coins, trialTotal: r.trial_total, trialLeft: r.trial_left, expiresAt: r.expires_at,
   rate: r.rate, revoked: r.revoked, createdAt: r.created_at,
@@ -330,6 +340,12 @@ export class PgStore implements Store {
     return r.rows[0]?.n ?? 0
   }
 
+  async storeResult(id: string, resultKey: string): Promise<boolean> {
+    const r = await this.pool.query(`UPDATE jobs SET result_key = $1, updated_at = $2
+      WHERE id = $3 AND status = 'CONVERTING' AND (result_key IS NULL OR result_key = $1)`, [resultKey, Date.now(), id])
+    return r.rowCount === 1
+  }
+
   async completeJob(id: string, resultKey: string): Promise<boolean> {
     const now = Date.now()
     const r = await this.pool.query(`UPDATE jobs SET status = 'COMPLETED', progress = 100, result_key = $1, updated_at = $2, completed_at = $2
@@ -337,43 +353,34 @@ export class PgStore implements Store {
     return r.rowCount === 1
   }
 
-  private async refundIn(c: pg.PoolClient, jobId: string): Promise<boolean> {
-    const j = await c.query<{ key_id: string; coins: number; trial: boolean }>(
-      'UPDATE jobs SET refunded = TRUE WHERE id = $1 AND NOT refunded RETURNING key_id, coins, trial', [jobId])
-    const job = j.rows[0]
-    if (!job) return false
-    const now = Date.now()
-    if (job.trial) {
-      const k = await c.query<{ coins: number }>('UPDATE keys SET trial_left = trial_left + 1 WHERE id = $1 RETURNING coins', [job.key_id])
-      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, $2, $3, 0, $4, $5)',
-        [job.key_id, jobId, 'trial_refund', k.rows[0].coins, now])
-    } else {
-      const k = await c.query<{ coins: number }>('UPDATE keys SET coins = coins + $1 WHERE id = $2 RETURNING coins', [job.coins, job.key_id])
-      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, $2, $3, $4, $5, $6)',
-        [job.key_id, jobId, 'refund', job.coins, k.rows[0].coins, now])
-    }
-    return true
-  }
-
-  async failJob(id: string, errorCode: number, message: string): Promise<boolean> {
+  /** Ends a job without a result and refunds it as server/jobs/refund.ts says, in one transaction (the job row
+   *  locked, so progress and attempts are the ones the decision used). A job with a stored result is refused. */
+  async failJob(id: string, errorCode: number, message: string, cause: EndCause = 'failed'): Promise<boolean> {
     return this.tx(async (c) => {
       const now = Date.now()
+      const j = await c.query<{ key_id: string; coins: number; trial: boolean; progress: number; attempts: number; result_key: string | null; refunded: boolean }>(
+        `SELECT key_id, coins, trial, progress, attempts, result_key, refunded FROM jobs WHERE id = $1 AND status = 'CONVERTING' AND result_key IS NULL
+        FOR UPDATE`, [id])
+      const job = j.rows[0]
+      if (!job) return false
       const r = await c.query(`UPDATE jobs SET status = 'ERROR', error_code = $1, error_message = $2, updated_at = $3, completed_at = $3
-        WHERE id = $4 AND status = 'CONVERTING'`, [errorCode, message, now, id])
+        WHERE id = $4 AND status = 'CONVERTING' AND result_key IS NULL`, [errorCode, message, now, id])
       if (r.rowCount !== 1) return false
-      await this.refundIn(c, id)
+      const refund = refundFor({ coins: Number(job.coins), trial: job.trial, progress: job.progress, attempts: job.attempts, resultKey: job.result_key }, cause, errorCode)
+      if (!refund || job.refunded) return true
+      await c.query('UPDATE jobs SET refunded = TRUE WHERE id = $1', [id])
+      const k = job.trial
+        ? await c.query<{ coins: number }>(`UPDATE keys SET trial_left = trial_left + $1 WHERE id = $2 RETURNING coins`, [refund.trial ? 1 : 0, job.key_id])
+        : await c.query<{ coins: number }>('UPDATE keys SET coins = coins + $1 WHERE id = $2 RETURNING coins', [refund.coins, job.key_id])
+      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at, reason) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+        [job.key_id, id, job.trial ? 'trial_refund' : 'refund', job.trial ? 0 : refund.coins, k.rows[0].coins, now, refund.reason])
       return true
     })
   }
 
-  async refund(jobId: string): Promise<boolean> {
-    return this.tx((c) => this.refundIn(c, jobId))
-  }
-
   async ledger(keyId: string): Promise<LedgerEntry[]> {
-    const r = await this.pool.query<{ id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
-      'SELECT * FROM ledger WHERE key_id = $1 ORDER BY id', [keyId])
-    return r.rows.map((x) => ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at }))
+    const r = await this.pool.query<LedgerRow>('SELECT * FROM ledger WHERE key_id = $1 ORDER BY id', [keyId])
+    return r.rows.map(toLedger)
   }
 
   async idempotentJob(keyId: string, key: string, since: number): Promise<IdempotentJob | null> {
@@ -404,9 +411,8 @@ export class PgStore implements Store {
   }
 
   async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> {
-    const r = await this.pool.query<{ id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
-      'SELECT * FROM ledger WHERE key_id = $1 ORDER BY id DESC LIMIT $2', [keyId, limit])
-    return r.rows.map((x) => ({ id: x.id, keyId: x.key_id, jobId: x.job_id, kind: x.kind, delta: x.delta, balanceAfter: x.balance_after, at: x.at }))
+    const r = await this.pool.query<LedgerRow>('SELECT * FROM ledger WHERE key_id = $1 ORDER BY id DESC LIMIT $2', [keyId, limit])
+    return r.rows.map(toLedger)
   }
 
   async setOutputPut(jobId: string, o: OutputPutState): Promise<void> {

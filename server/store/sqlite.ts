@@ -4,6 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
+import { refundFor, type EndCause } from '../jobs/refund.js'
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS keys (
@@ -87,6 +88,11 @@ function addEtaColumn(db: Database.Database): void {
   const cols = db.prepare<[], { name: string }>('PRAGMA table_info(jobs)').all()
   if (!cols.some((c) => c.name === 'eta_at')) db.exec('ALTER TABLE jobs ADD COLUMN eta_at INTEGER')
 }
+/** ledger.reason (why a refund was given, server/jobs/refund.ts): added to databases made before it. */
+function addLedgerReason(db: Database.Database): void {
+  const cols = db.prepare<[], { name: string }>('PRAGMA table_info(ledger)').all()
+  if (!cols.some((c) => c.name === 'reason')) db.exec('ALTER TABLE ledger ADD COLUMN reason TEXT')
+}
 
 interface KeyRow { id: string; hash: string; coins: number; trial_total: number; trial_left: number; expires_at: number | null; rate: number | null; revoked: number; created_at: number }
 interface JobRow {
@@ -99,6 +105,9 @@ const toKey = (r: KeyRow): ApiKey => ({
   id: r.id, hash: r.hash, coins: r.coins, trialTotal: r.trial_total, trialLeft: r.trial_left, expiresAt: r.expires_at,
   rate: r.rate, revoked: r.revoked !== 0, createdAt: r.created_at,
 })
+interface LedgerRow { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number; reason: string | null }
+const toLedger = (r: LedgerRow): LedgerEntry =>
+  ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at, reason: r.reason })
 const toJob = (r: JobRow): Job => ({
   id: r.id, keyId: r.key_id, kind: r.kind, model: r.model, params: JSON.parse(r.params), status: r.status, progress: r.progress,
   coins: r.coins, trial: r.trial !== 0, originalKey: r.original_key, resultKey: r.result_key, errorCode: r.error_code,
@@ -110,8 +119,7 @@ export class SqliteStore implements Store {
   readonly webhooks: SqliteWebhooks
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
-  private txRefund: Database.Transaction<(jobId: string) => boolean>
-  private txFail: Database.Transaction<(id: string, code: number, msg: string) => boolean>
+  private txFail: Database.Transaction<(id: string, code: number, msg: string, cause: EndCause) => boolean>
   private txTopup: Database.Transaction<(id: string, coins: number) => ApiKey | null>
   private txCreateKey: Database.Transaction<(k: Parameters<Store['createKey']>[0]) => ApiKey>
 
@@ -126,6 +134,7 @@ export class SqliteStore implements Store {
     this.db.transaction(() => {
       this.db.exec(SCHEMA_JOB_API)
       addEtaColumn(this.db)
+      addLedgerReason(this.db)
     }).immediate()
     // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-sqlite.ts) ---
     this.db.exec(WEBHOOK_SCHEMA_SQLITE)
@@ -143,9 +152,9 @@ export class SqliteStore implements Store {
       useTrial: db.prepare('UPDATE keys SET trial_left = trial_left - 1 WHERE id = ? AND trial_left > 0'),
       giveTrial: db.prepare('UPDATE keys SET trial_left = trial_left + 1 WHERE id = ?'),
       insLedger: db.prepare('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES (?, ?, ?, ?, ?, ?)'),
-      ledger: db.prepare<[string], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
-        'SELECT * FROM ledger WHERE key_id = ? ORDER BY id'),
-      recentLedger: db.prepare<[string, number], { id: number; key_id: string; job_id: string | null; kind: LedgerEntry['kind']; delta: number; balance_after: number; at: number }>(
+      insRefund: db.prepare('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at, reason) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      ledger: db.prepare<[string], LedgerRow>('SELECT * FROM ledger WHERE key_id = ? ORDER BY id'),
+      recentLedger: db.prepare<[string, number], LedgerRow>(
         'SELECT * FROM ledger WHERE key_id = ? ORDER BY id DESC LIMIT ?'),
       setOutputPut: db.prepare(`INSERT INTO output_puts (job_id, status, http_status, attempts, error, updated_at) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, http_status = excluded.http_status, attempts = excluded.attempts,
@@ -176,7 +185,11 @@ export class SqliteStore implements Store {
       attempt: db.prepare<[number, string], { attempts: number }>('UPDATE jobs SET attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING attempts'),
       progress: db.prepare("UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'"),
       complete: db.prepare("UPDATE jobs SET status = 'COMPLETED', progress = 100, result_key = ?, updated_at = ?, completed_at = ? WHERE id = ? AND status = 'CONVERTING'"),
-      fail: db.prepare("UPDATE jobs SET status = 'ERROR', error_code = ?, error_message = ?, updated_at = ?, completed_at = ? WHERE id = ? AND status = 'CONVERTING'"),
+      storeResult: db.prepare(`UPDATE jobs SET result_key = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'
+        AND (result_key IS NULL OR result_key = ?)`),
+      // a job whose result is stored can only complete (server/jobs/refund.ts)
+      fail: db.prepare(`UPDATE jobs SET status = 'ERROR', error_code = ?, error_message = ?, updated_at = ?, completed_at = ?
+        WHERE id = ? AND status = 'CONVERTING' AND result_key IS NULL`),
       markRefunded: db.prepare('UPDATE jobs SET refunded = 1 WHERE id = ? AND refunded = 0'),
     }
     const s = this.s
@@ -219,25 +232,21 @@ export class SqliteStore implements Store {
       if (idem) s.idemPut.run(j.keyId, idem.key, idem.hash, j.id, charged, now)
       return { ok: true, job: toJob(s.getJob.get(j.id)!), charged, trial }
     })
-    this.txRefund = db.transaction((jobId: string): boolean => {
-      const job = s.getJob.get(jobId)
-      if (!job || job.refunded) return false
-      if (s.markRefunded.run(jobId).changes !== 1) return false
+    this.txFail = db.transaction((id: string, code: number, msg: string, cause: EndCause): boolean => {
+      const job = s.getJob.get(id)
+      if (!job) return false
       const now = Date.now()
+      if (s.fail.run(code, msg, now, now, id).changes !== 1) return false
+      const refund = refundFor({ coins: job.coins, trial: job.trial !== 0, progress: job.progress, attempts: job.attempts, resultKey: job.result_key }, cause, code)
+      if (!refund || s.markRefunded.run(id).changes !== 1) return true
       if (job.trial) {
-        s.giveTrial.run(job.key_id)
-        s.insLedger.run(job.key_id, jobId, 'trial_refund', 0, balance(job.key_id), now)
+        if (refund.trial) s.giveTrial.run(job.key_id)
+        s.insRefund.run(job.key_id, id, 'trial_refund', 0, balance(job.key_id), now, refund.reason)
       } else {
-        s.addCoins.run(job.coins, job.key_id)
-        s.insLedger.run(job.key_id, jobId, 'refund', job.coins, balance(job.key_id), now)
+        if (refund.coins > 0) s.addCoins.run(refund.coins, job.key_id)
+        s.insRefund.run(job.key_id, id, 'refund', refund.coins, balance(job.key_id), now, refund.reason)
       }
       return true
-    })
-    this.txFail = db.transaction((id: string, code: number, msg: string): boolean => {
-      const now = Date.now()
-      const changed = s.fail.run(code, msg, now, now, id).changes === 1
-      if (changed) this.txRefund(id)
-      return changed
     })
   }
 
@@ -275,15 +284,17 @@ export class SqliteStore implements Store {
     else this.s.progressEta.run(p, etaAt === null ? null : Math.round(etaAt), Date.now(), id)
   }
   async jobsAhead(id: string) { return this.s.jobsAhead.get(id)?.n ?? 0 }
+  async storeResult(id: string, resultKey: string) {
+    return this.s.storeResult.run(resultKey, Date.now(), id, resultKey).changes === 1
+  }
   async completeJob(id: string, resultKey: string) {
     const now = Date.now()
     return this.s.complete.run(resultKey, now, now, id).changes === 1
   }
-  async failJob(id: string, errorCode: number, message: string) { return this.txFail.immediate(id, errorCode, message) }
-  async refund(jobId: string) { return this.txRefund.immediate(jobId) }
-  async ledger(keyId: string): Promise<LedgerEntry[]> {
-    return this.s.ledger.all(keyId).map((r) => ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at }))
+  async failJob(id: string, errorCode: number, message: string, cause: EndCause = 'failed') {
+    return this.txFail.immediate(id, errorCode, message, cause)
   }
+  async ledger(keyId: string): Promise<LedgerEntry[]> { return this.s.ledger.all(keyId).map(toLedger) }
   async idempotentJob(keyId: string, key: string, since: number): Promise<IdempotentJob | null> {
     const r = this.s.idemGet.get(keyId, key, since)
     return r ? { hash: r.request_hash, jobId: r.job_id, coins: r.coins } : null
@@ -297,9 +308,7 @@ export class SqliteStore implements Store {
   async recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number) {
     this.s.tpPut.run(model, backend, msPerUnit, Date.now(), alpha, alpha)
   }
-  async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> {
-    return this.s.recentLedger.all(keyId, limit).map((r) => ({ id: r.id, keyId: r.key_id, jobId: r.job_id, kind: r.kind, delta: r.delta, balanceAfter: r.balance_after, at: r.at }))
-  }
+  async recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]> { return this.s.recentLedger.all(keyId, limit).map(toLedger) }
   async setOutputPut(jobId: string, o: OutputPutState) { this.s.setOutputPut.run(jobId, o.status, o.httpStatus, o.attempts, o.error, Date.now()) }
   outputPutSync(jobId: string): OutputPutState | null {
     const r = this.s.outputPut.get(jobId)

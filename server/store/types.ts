@@ -1,6 +1,7 @@
 /** Persistence interface (keys, jobs, ledger): SQLite (sqlite.ts) or PostgreSQL (postgres.ts). Job state is
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
 import type { WebhookStore } from './webhooks.js'
+import type { EndCause } from '../jobs/refund.js'
 
 export interface ApiKey {
   id: string
@@ -55,6 +56,8 @@ export interface LedgerEntry {
   delta: number
   balanceAfter: number
   at: number
+  /** Why a refund was given (server/jobs/refund.ts); null for other rows. */
+  reason: string | null
 }
 
 /** Extension: the PUT of a job's result to its output_put_url (server/jobs/output-put.ts). */
@@ -120,11 +123,14 @@ export interface Store {
   setProgress(id: string, progress: number, etaAt?: number | null): Promise<void>
   /** Waiting jobs (CONVERTING, never started) submitted before this one: its queue position - 1. */
   jobsAhead(id: string): Promise<number>
+  /** Records the stored result of a CONVERTING job that has none yet (or the same one): from then on the job can
+   *  only complete (failJob refuses it, nothing is refunded). False when the job is not CONVERTING. */
+  storeResult(id: string, resultKey: string): Promise<boolean>
+  /** Marks the job COMPLETED with `resultKey` (if CONVERTING). */
   completeJob(id: string, resultKey: string): Promise<boolean>
-  /** Marks the job ERROR (if CONVERTING) and refunds it; idempotent: refunds at most once per job. */
-  failJob(id: string, errorCode: number, message: string): Promise<boolean>
-  /** Idempotent refund (exactly once per job). Returns true if it refunded now. */
-  refund(jobId: string): Promise<boolean>
+  /** Marks the job ERROR (if CONVERTING and without a stored result) and refunds it as server/jobs/refund.ts
+   *  says for `cause` (default 'failed'); at most one refund per job, its reason in the ledger. */
+  failJob(id: string, errorCode: number, message: string, cause?: EndCause): Promise<boolean>
   ledger(keyId: string): Promise<LedgerEntry[]>
   // idempotency (unique per API key and Idempotency-Key; written by debitAndCreateJob)
   /** The submission made under this key since `since` (ms epoch), if any. */

@@ -1,7 +1,7 @@
 /** Webhooks on PostgreSQL (see ./webhooks.ts): the migration appended to the store's, and the queries. Claims
  *  use FOR UPDATE SKIP LOCKED: gateways and workers on several hosts lease disjoint deliveries. */
 import type pg from 'pg'
-import { eventsColumn, parseEvents, toDelivery, type DeliveryOutcome, type DeliveryRow, type KeyWebhook, type WebhookStore, type WebhookSub } from './webhooks.js'
+import { DEFAULT_MAX_REPLAYS, ReplayLimitError, eventsColumn, parseEvents, toDelivery, type DeliveryOutcome, type DeliveryRow, type KeyWebhook, type WebhookStore, type WebhookSub } from './webhooks.js'
 
 /** One migration (appended to the store's list). The trigger puts a job's final event into the outbox in the
  *  transaction that ends the job. */
@@ -57,6 +57,26 @@ export const WEBHOOK_MIGRATION_PG = `
     WHEN (OLD.status = 'CONVERTING' AND NEW.status IN ('COMPLETED', 'ERROR')) EXECUTE FUNCTION webhook_job_ended();
 `
 
+/** The next migration (appended after WEBHOOK_MIGRATION_PG in the store's list): held subscriptions (a job's
+ *  events wait until its submission has answered) and bounded replays (./webhooks.ts). */
+export const WEBHOOK_MIGRATION_PG_2 = `
+  ALTER TABLE webhook_subs ADD COLUMN held BOOLEAN NOT NULL DEFAULT false;
+  ALTER TABLE webhook_deliveries ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE webhook_deliveries ADD COLUMN replay_pending BOOLEAN NOT NULL DEFAULT false;
+  CREATE OR REPLACE FUNCTION webhook_job_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    INSERT INTO webhook_deliveries (id, key_id, job_id, event, events, url, status, attempts, next_at, created_at, retry_from)
+    SELECT 'msg_' || NEW.id || '_end', s.key_id, NEW.id, CASE NEW.status WHEN 'COMPLETED' THEN 'job.completed' ELSE 'job.failed' END,
+      s.events, s.url, CASE WHEN s.held THEN 'held' ELSE 'pending' END, 0, NEW.updated_at, NEW.updated_at, NEW.updated_at
+    FROM webhook_subs s
+    WHERE s.job_id = NEW.id AND CASE NEW.status
+      WHEN 'COMPLETED' THEN strpos(s.events, ',job.completed,') > 0
+      ELSE strpos(s.events, ',job.failed,') > 0 OR strpos(s.events, ',job.canceled,') > 0 END
+    ON CONFLICT (id) DO NOTHING;
+    RETURN NULL;
+  END $$;
+`
+
 export class PgWebhooks implements WebhookStore {
   constructor(private readonly pool: pg.Pool) {}
 
@@ -73,9 +93,16 @@ export class PgWebhooks implements WebhookStore {
     return r.rows[0]
   }
 
-  async subscribe(jobId: string, keyId: string, sub: WebhookSub): Promise<void> {
-    await this.pool.query(`INSERT INTO webhook_subs (job_id, key_id, url, events, created_at) VALUES ($1, $2, $3, $4, $5)
-      ON CONFLICT (job_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events`, [jobId, keyId, sub.url, eventsColumn(sub.events), Date.now()])
+  async subscribe(jobId: string, keyId: string, sub: WebhookSub, opts: { held?: boolean } = {}): Promise<void> {
+    await this.pool.query(`INSERT INTO webhook_subs (job_id, key_id, url, events, created_at, held) VALUES ($1, $2, $3, $4, $5, $6)
+      ON CONFLICT (job_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, held = EXCLUDED.held`,
+    [jobId, keyId, sub.url, eventsColumn(sub.events), Date.now(), opts.held === true])
+  }
+
+  async arm(jobId: string): Promise<void> {
+    // the subscription first: an event written after it is pending, one written before it is released below
+    await this.pool.query('UPDATE webhook_subs SET held = false WHERE job_id = $1', [jobId])
+    await this.pool.query("UPDATE webhook_deliveries SET status = 'pending' WHERE job_id = $1 AND status = 'held'", [jobId])
   }
 
   async unsubscribe(jobId: string): Promise<void> {
@@ -84,9 +111,9 @@ export class PgWebhooks implements WebhookStore {
   }
 
   async subscription(jobId: string) {
-    const r = await this.pool.query<{ key_id: string; url: string; events: string }>('SELECT key_id, url, events FROM webhook_subs WHERE job_id = $1', [jobId])
+    const r = await this.pool.query<{ key_id: string; url: string; events: string; held: boolean }>('SELECT key_id, url, events, held FROM webhook_subs WHERE job_id = $1', [jobId])
     const s = r.rows[0]
-    return s ? { keyId: s.key_id, url: s.url, events: parseEvents(s.events) } : null
+    return s ? { keyId: s.key_id, url: s.url, events: parseEvents(s.events), held: s.held === true } : null
   }
 
   async addDelivery(d: Parameters<WebhookStore['addDelivery']>[0]): Promise<boolean> {
@@ -111,19 +138,21 @@ export class PgWebhooks implements WebhookStore {
   }
 
   async release(id: string, owner: string): Promise<void> {
-    await this.pool.query('UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2', [id, owner])
+    await this.pool.query('UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL, replay_pending = false WHERE id = $1 AND lease_owner = $2', [id, owner])
   }
 
   async settle(id: string, owner: string, o: DeliveryOutcome): Promise<boolean> {
-    const r = await this.pool.query(`UPDATE webhook_deliveries SET status = $3, event = $4, attempts = attempts + 1, last_status = $5, last_error = $6,
-        last_at = $7, next_at = $8, delivered_at = CASE WHEN $3 = 'delivered' THEN $7 ELSE delivered_at END, lease_owner = NULL, lease_until = NULL
+    // a replay asked for during the attempt: due again now, whatever the attempt's outcome
+    const r = await this.pool.query(`UPDATE webhook_deliveries SET status = CASE WHEN replay_pending THEN 'pending' ELSE $3 END, event = $4,
+        attempts = attempts + 1, last_status = $5, last_error = $6, last_at = $7, next_at = CASE WHEN replay_pending THEN $7 ELSE $8::bigint END,
+        delivered_at = CASE WHEN $3 = 'delivered' THEN $7 ELSE delivered_at END, replay_pending = false, lease_owner = NULL, lease_until = NULL
       WHERE id = $1 AND lease_owner = $2 AND status = 'pending'`, [id, owner, o.status, o.event, o.lastStatus, o.lastError, o.at, o.nextAt])
     return r.rowCount === 1
   }
 
   async list(keyId: string, o: { limit: number; jobId?: string; status?: string }) {
     const r = await this.pool.query<DeliveryRow>(`SELECT * FROM webhook_deliveries WHERE key_id = $1 AND ($2::text IS NULL OR job_id = $2)
-      AND ($3::text IS NULL OR status = $3) ORDER BY created_at DESC, id DESC LIMIT $4`, [keyId, o.jobId ?? null, o.status ?? null, o.limit])
+      AND ($3::text IS NULL OR status = $3) AND status <> 'held' ORDER BY created_at DESC, id DESC LIMIT $4`, [keyId, o.jobId ?? null, o.status ?? null, o.limit])
     return r.rows.map(toDelivery)
   }
 
@@ -137,9 +166,16 @@ export class PgWebhooks implements WebhookStore {
     await this.pool.query("DELETE FROM webhook_subs s WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = s.job_id AND j.status = 'CONVERTING')", [before])
   }
 
-  async replay(id: string, keyId: string, now: number) {
-    const r = await this.pool.query<DeliveryRow>(`UPDATE webhook_deliveries SET status = 'pending', next_at = $3, retry_from = $3
-      WHERE id = $1 AND key_id = $2 RETURNING *`, [id, keyId, now])
-    return r.rows[0] ? toDelivery(r.rows[0]) : null
+  async replay(id: string, keyId: string, now: number, maxReplays = DEFAULT_MAX_REPLAYS) {
+    // in flight (leased): only remembered, applied by settle; else due now. Both: a new retry window, one more replay.
+    const r = await this.pool.query<DeliveryRow>(`UPDATE webhook_deliveries SET replays = replays + 1, retry_from = $3,
+        replay_pending = COALESCE(lease_owner IS NOT NULL AND lease_until >= $3, false),
+        status = CASE WHEN lease_owner IS NOT NULL AND lease_until >= $3 THEN status ELSE 'pending' END,
+        next_at = CASE WHEN lease_owner IS NOT NULL AND lease_until >= $3 THEN next_at ELSE $3 END
+      WHERE id = $1 AND key_id = $2 AND status <> 'held' AND replays < $4 RETURNING *`, [id, keyId, now, maxReplays])
+    if (r.rows[0]) return toDelivery(r.rows[0])
+    const d = await this.get(id)
+    if (d && d.keyId === keyId && d.status !== 'held') throw new ReplayLimitError(id, d.replays)
+    return null
   }
 }

@@ -13,8 +13,15 @@
  *   Each source second is shown over `slowmo` seconds at the output rate (`fps` if meaningful, else the
  *   source's): frames made per source second = output rate x slowmo, at most 8x the source rate. Audio and
  *   subtitles are dropped (their timing no longer applies); the duration limit applies to the stretched output.
- * - `model_name: "frame_interpolation"` needs a meaningful `fps` or `slowmo` (-> 100403000).
+ * - An interpolation model (the catalog's `interpolation`: frame_interpolation) needs a meaningful `fps` or
+ *   `slowmo` (-> 100403000).
+ * - The price covers the declared duration, the schedule follows the packets' times: a file whose video
+ *   timestamps run past its declared duration (a gap, a last packet lasting an hour) is refused at submission
+ *   (`timingError` -> 110400008, before any debit), and the worker never makes more than the priced frames
+ *   (`pricedFrames`, the schedule's `maxTotal`), in pieces of a bounded size (server/jobs/video-interp.ts).
  */
+import { videoModel } from '../catalog.js'
+
 export const INTERP_LIMITS = {
   /** Highest output frame rate. */
   maxFps: 120,
@@ -25,6 +32,9 @@ export const INTERP_LIMITS = {
   gifMaxFps: 50,
   /** An `fps` within this fraction above the source rate is the source rate. */
   sameRate: 0.01,
+  /** Submission: the video's timestamps (first packet to the end of the last) may run this far past the
+   *  declared duration (a fraction of it plus seconds) before the file is refused (`timingError`). */
+  timing: { ratio: 0.05, seconds: 1 },
 } as const
 
 /** What a job does about frame rate (stored with the job: server/jobs/params.ts VideoParams.interp). */
@@ -41,9 +51,7 @@ export type InterpDecision =
   | { ok: true; plan: InterpPlan | null; outFps: number; outSeconds: number; outFrames: number }
   | { ok: false; code: 100403000 | 110400011; detail: string }
 
-export const INTERP_MODEL = 'frame_interpolation'
-
-/** The cheaper order (`npm run bench:interp-order`, README "Frame interpolation"): one RIFE frame costs a
+/** The cheaper order (`npm run bench:interp-order`, docs/models.md "Frame interpolation"): one RIFE frame costs a
  *  fraction of one SR frame at the same size (RIFE works mostly at 1/4 .. 1/32 scale), so SR first and RIFE
  *  at the output size (after) wins unless the output has many times the pixels: 1x and 2x models run after,
  *  4x (16x the pixels) before. After also gives RIFE the enhanced frames (SR never sees RIFE's artefacts). */
@@ -71,6 +79,7 @@ export function decideInterp(
   src: { model: string; scale: number; fps: number; fpsRational: string; duration: number; ext: string; maxSeconds: number },
 ): InterpDecision {
   const L = INTERP_LIMITS
+  const interpolation = videoModel(src.model)?.interpolation ?? false
   const bad = (detail: string) => ({ ok: false as const, code: 100403000 as const, detail })
   let slowmo = 1
   const se = slowmoError(body.slowmo)
@@ -81,7 +90,7 @@ export function decideInterp(
   const fps = typeof f === 'number' && Number.isFinite(f) && f > srcFps * (1 + L.sameRate) ? f : null
   const none = { ok: true as const, plan: null, outFps: srcFps, outSeconds: src.duration, outFrames: Math.round(src.duration * srcFps) }
   if (fps === null && slowmo === 1) {
-    if (src.model === INTERP_MODEL) return bad(`frame_interpolation needs fps above the source's ${+srcFps.toFixed(3)} fps, or slowmo`)
+    if (interpolation) return bad(`${src.model} needs fps above the source's ${+srcFps.toFixed(3)} fps, or slowmo`)
     return none
   }
   const outFps = fps ?? srcFps
@@ -98,9 +107,47 @@ export function decideInterp(
   const plan: InterpPlan = {
     fps: fps === null ? src.fpsRational : String(fps),
     slowmo,
-    order: interpOrder(src.model === INTERP_MODEL ? 1 : src.scale),
+    order: interpOrder(interpolation ? 1 : src.scale),
   }
   return { ok: true, plan, outFps, outSeconds, outFrames }
+}
+
+/** Output frames the price covers (decideInterp's `outFrames`): the declared duration x slowmo at the plan's
+ *  rate. The worker's schedule stops there. */
+export function pricedFrames(duration: number, plan: Pick<InterpPlan, 'fps' | 'slowmo'>): number {
+  return Math.round(duration * plan.slowmo * rate(plan.fps))
+}
+
+/** Most packets read for `timingError` (memory: 8 bytes each): 4x the declared duration at the declared rate,
+ *  + 1000. An interpolated source is at most 120 fps (the output's cap), so at most ~1.7 M for an hour. */
+export function packetBound(duration: number, fps: number): number {
+  return Math.ceil(Math.max(0, duration) * Math.min(Math.max(fps, 1), INTERP_LIMITS.maxFps) * 4) + 1000
+}
+
+/**
+ * What is wrong with a video's packet timestamps for interpolation (null: nothing), checked at submission
+ * before any debit: the price uses the declared duration, the schedule the packets' times, so they must
+ * agree: from the first packet to the end of the last (its own duration, else one frame at `fps`) at most
+ * `INTERP_LIMITS.timing` past the declared duration. Gaps inside the duration are variable frame rate, not
+ * refused. `truncated`: the packets were not all read (more of them than the duration holds).
+ */
+export function timingError(ts: { pts: number[]; lastDuration?: number; truncated?: boolean }, src: { duration: number; fps: number }): string | null {
+  const declared = `the file declares ${+src.duration.toFixed(3)} s`
+  if (ts.truncated) return `video has more packets than ${declared} holds at ${+src.fps.toFixed(3)} fps; its timestamps disagree with the duration it declares`
+  if (ts.pts.length === 0) return null
+  let lo = Infinity
+  let hi = -Infinity
+  for (const p of ts.pts) {
+    if (p < lo) lo = p
+    if (p > hi) hi = p
+  }
+  const last = ts.lastDuration && ts.lastDuration > 0 ? ts.lastDuration : src.fps > 0 ? 1 / src.fps : 0
+  const span = hi - lo + last
+  const { ratio, seconds } = INTERP_LIMITS.timing
+  if (!(span <= src.duration * (1 + ratio) + seconds)) {
+    return `video timestamps run ${+span.toFixed(3)} s (packets from ${+lo.toFixed(3)} s to ${+hi.toFixed(3)} s, the last lasting ${+last.toFixed(3)} s) but ${declared}; interpolation needs timestamps that agree with the declared duration`
+  }
+  return null
 }
 
 /**
@@ -111,8 +158,9 @@ export function decideInterp(
  * to it (a copy, no network run). After the last source frame, the last frame repeats until the duration
  * is filled (the last frame lasts one median interval).
  *
- * Streaming: `take(have)` gives the positions that need only frames below `have` (decoded so far), in
- * order, each once; `finish(have)` the rest, clamped to the last frame decoded.
+ * Streaming: `take(have, max)` gives the positions that need only frames below `have` (decoded so far), in
+ * order, each once, at most `max` at a time; `finish(have, max)` the rest, clamped to the last frame decoded.
+ * `maxTotal` caps the output frames (the priced count: the timestamps or the frame count may claim more).
  */
 export class FrameSchedule {
   private readonly ts: number[]
@@ -129,8 +177,9 @@ export class FrameSchedule {
    * @param srcFps the source's average rate (for missing times and the last frame's length)
    * @param frames expected source frames
    * @param lastDuration how long the last frame lasts (its packet's duration; 0: the median interval)
+   * @param maxTotal at most this many output frames (the priced count)
    */
-  constructor(times: number[], srcFps: number, frames: number, outFps: number, slowmo: number, lastDuration = 0) {
+  constructor(times: number[], srcFps: number, frames: number, outFps: number, slowmo: number, lastDuration = 0, maxTotal = Infinity) {
     const t0 = times.length ? times[0] : 0
     const rel = times.map((x) => x - t0)
     const d: number[] = []
@@ -142,7 +191,17 @@ export class FrameSchedule {
     const n = Math.max(frames, this.ts.length)
     const end = this.time(n - 1) + (n === this.ts.length && lastDuration > 0 ? lastDuration : interval)
     this.step = 1 / (outFps * slowmo)
-    this.total = Math.max(1, Math.round(end / this.step))
+    this.total = Math.max(1, Math.min(Math.round(end / this.step), Math.floor(maxTotal)))
+  }
+
+  /** Every output frame has been given out. */
+  get done(): boolean {
+    return this.k >= this.total
+  }
+
+  /** Whether `take(have)` has a position now. */
+  ready(have: number): boolean {
+    return this.k < this.total && Math.ceil(this.position(this.k)) <= have - 1
   }
 
   /** Time of source frame j (continued at the median interval past the known times). */
@@ -165,9 +224,9 @@ export class FrameSchedule {
   }
 
   /** Positions (global) of the next output frames that need only source frames 0 .. have - 1. */
-  take(have: number): number[] {
+  take(have: number, max = Infinity): number[] {
     const out: number[] = []
-    while (this.k < this.total) {
+    while (this.k < this.total && out.length < max) {
       const p = this.position(this.k)
       if (Math.ceil(p) > have - 1) break
       out.push(p)
@@ -177,9 +236,9 @@ export class FrameSchedule {
   }
 
   /** The remaining positions once the source has ended after `have` frames: the last frame, repeated. */
-  finish(have: number): number[] {
+  finish(have: number, max = Infinity): number[] {
     const out: number[] = []
-    for (; this.k < this.total; this.k++) out.push(Math.min(this.position(this.k), have - 1))
+    for (; this.k < this.total && out.length < max; this.k++) out.push(Math.min(this.position(this.k), have - 1))
     return out
   }
 }

@@ -126,13 +126,16 @@ export interface Timestamps {
   interval: number
   /** How long the last frame (highest pts) lasts, from its packet's duration (0 when the container does not say). */
   lastDuration?: number
+  /** More packets than `maxPackets`: reading stopped there (`pts` holds the first ones). */
+  truncated?: boolean
 }
 
 /**
  * Reads every video packet's pts (streamed line by line: memory is 8 bytes per frame) and decides whether
- * the stream is variable-frame-rate. Packets without a pts are skipped.
+ * the stream is variable-frame-rate. Packets without a pts are skipped. Past `maxPackets` packets ffprobe is
+ * stopped and the answer says `truncated` (a bound on the memory a crafted file can make it use).
  */
-export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 300_000): Promise<Timestamps> {
+export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 300_000, maxPackets = Infinity): Promise<Timestamps> {
   return new Promise((resolve, reject) => {
     const p = spawn(ffprobe, ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'packet=pts_time,duration_time', '-of', 'csv=p=0', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -140,10 +143,16 @@ export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 3
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
     const pts: number[] = []
     let last = { t: -Infinity, d: 0 }
+    let truncated = false
     const line = (l: string) => {
       const [a, b] = l.split(',')
       const t = Number(a)
-      if (!l.trim() || a === undefined || a.trim() === '' || !Number.isFinite(t)) return
+      if (truncated || !l.trim() || a === undefined || a.trim() === '' || !Number.isFinite(t)) return
+      if (pts.length >= maxPackets) {
+        truncated = true
+        p.kill('SIGKILL')
+        return
+      }
       pts.push(t)
       if (t > last.t) last = { t, d: Number(b) || 0 }
     }
@@ -165,6 +174,7 @@ export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 3
     p.on('close', (code) => {
       clearTimeout(timer)
       line(rest)
+      if (truncated) return resolve({ pts: pts.sort((a, b) => a - b), vfr: false, interval: 0, lastDuration: 0, truncated })
       if (code !== 0) return reject(new ProbeError('invalid', `ffprobe packets failed: ${err.trim().slice(0, 300)}`))
       pts.sort((a, b) => a - b)
       resolve({ ...analyseTimestamps(pts), lastDuration: last.d > 0 ? last.d : 0 })

@@ -21,7 +21,8 @@
 // - Rotation: ffmpeg's decoder applies the display matrix (autorotate), so frames arrive upright; the
 //   output carries no rotation.
 // - Frame-rate conversion (`outFps`, server/video/interp.ts): the processor may return more frames than it
-//   was given (and `flush` the last ones); the encoder takes them at `outFps`, constant rate. `dropAudio`
+//   was given (and `flush` the last ones), in bounded pieces (`ProcessedFrames.more`, each written before the
+//   next is made); the encoder takes them at `outFps`, constant rate. `dropAudio`
 //   (slow motion) leaves out audio and subtitles, whose timing no longer applies.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { rm, writeFile } from 'node:fs/promises'
@@ -40,8 +41,10 @@ export interface VideoStreamInfo {
   videoOffset?: number
 }
 
-/** Processed frames: `count` of them (default: as many as were given) of width x height, RGB24. */
-export interface ProcessedFrames { data: Buffer; width: number; height: number; count?: number }
+/** Processed frames: `count` of them (default: as many as were given) of width x height, RGB24. `more`: the
+ *  next piece of the same call's output (a processor that makes many frames per input frame hands them on in
+ *  bounded pieces), asked for once this piece is on its way to the encoder, until it answers null. */
+export interface ProcessedFrames { data: Buffer; width: number; height: number; count?: number; more?: () => Promise<ProcessedFrames | null> }
 
 export type FrameProcessor = (
   frames: Buffer,
@@ -329,6 +332,16 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
   let outW = 0
   let outH = 0
   let pendingWrite: Promise<void> = Promise.resolve()
+  /** A processor call; its failure is the engine's (unless the run was stopped). */
+  const engine = async (fn: () => Promise<ProcessedFrames | null>) => {
+    try {
+      return await fn()
+    } catch (e) {
+      if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
+      const err = e as Error & { code?: string }
+      throw new TranscodeError(err.message, 'engine', err.code)
+    }
+  }
   try {
     const it = frameBatches(dec.stdout!, frameBytes, batch)
     let next = it.next()
@@ -343,38 +356,36 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
         next.catch(() => {})
       }
       const count = frames ? frames.length / frameBytes : 0
-      let out: ProcessedFrames | null
-      try {
-        out = frames ? await o.process(frames, w, h, count) : await o.flush!()
-      } catch (e) {
-        if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
-        const err = e as Error & { code?: string }
-        throw new TranscodeError(err.message, 'engine', err.code)
-      }
+      let out = await engine(() => frames ? o.process(frames, w, h, count) : o.flush!())
       if (!out) break
-      const made = out.count ?? count
-      await pendingWrite
-      if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
-      if (!enc) {
-        outW = out.width
-        outH = out.height
-        // VFR: Matroska gets the full mux now and its video timestamps replaced by mkvmerge (which keeps the
-        // audio/subtitles as they are); MP4/MOV get a video-only stream, re-timed, then muxed by ffmpeg.
-        const args = !vfr ? encoderArgs(o, outW, outH)
-          : o.container === 'mkv' ? encoderArgs({ ...o, output: tmpVideo }, outW, outH) : vfrEncoderArgs(o, outW, outH, tmpVideo)
-        enc = spawn(ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'] })
-        encErr = collectStderr(enc)
-        encExit = exitOf(enc)
+      // The call's output, piece by piece (`more`): each piece is written while the next one is made.
+      for (let first = true; out; first = false) {
+        const piece: ProcessedFrames = out
+        const made = piece.count ?? (first ? count : 0)
+        await pendingWrite
+        if (o.signal?.aborted) throw new TranscodeError('cancelled', 'aborted')
+        if (!enc) {
+          outW = piece.width
+          outH = piece.height
+          // VFR: Matroska gets the full mux now and its video timestamps replaced by mkvmerge (which keeps the
+          // audio/subtitles as they are); MP4/MOV get a video-only stream, re-timed, then muxed by ffmpeg.
+          const args = !vfr ? encoderArgs(o, outW, outH)
+            : o.container === 'mkv' ? encoderArgs({ ...o, output: tmpVideo }, outW, outH) : vfrEncoderArgs(o, outW, outH, tmpVideo)
+          enc = spawn(ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'] })
+          encErr = collectStderr(enc)
+          encExit = exitOf(enc)
+        }
+        if (piece.width !== outW || piece.height !== outH || piece.data.length !== outW * outH * 3 * made) {
+          throw new TranscodeError(`engine returned ${piece.data.length} bytes (${piece.width}x${piece.height}) for ${made} frames`, 'engine')
+        }
+        if (made > 0) {
+          pendingWrite = writeAll(enc, piece.data) // the encoder drains this while the next batch is enhanced
+          pendingWrite.catch(() => {})
+        }
+        done += made
+        o.onProgress?.(done, Math.max(done, o.outFrames ?? o.info.frames))
+        out = piece.more ? await engine(piece.more) : null
       }
-      if (out.width !== outW || out.height !== outH || out.data.length !== outW * outH * 3 * made) {
-        throw new TranscodeError(`engine returned ${out.data.length} bytes (${out.width}x${out.height}) for ${made} frames`, 'engine')
-      }
-      if (made > 0) {
-        pendingWrite = writeAll(enc, out.data) // the encoder drains this while the next batch is enhanced
-        pendingWrite.catch(() => {})
-      }
-      done += made
-      o.onProgress?.(done, Math.max(done, o.outFrames ?? o.info.frames))
       if (!frames) break
     }
     await pendingWrite

@@ -1,9 +1,11 @@
 /**
  * The webhook delivery loop of one process: leases due deliveries from the outbox (server/store/webhooks.ts),
  * POSTs each through the SSRF-safe client (server/fetch/post.ts), signed (./signing.ts), and records the answer:
- *   2xx -> delivered; 410 -> failed (the receiver asked to stop); anything else (other status, timeout,
- *   refused connection, blocked address) -> retried with exponential backoff and jitter until the retry window
- *   (LUCENT_WEBHOOK_MAX_AGE_MS, from the event or its replay) has passed; the last try is at the window's end.
+ *   2xx -> delivered; 410 -> failed (the receiver asked to stop); a URL the outbound rule refuses for good
+ *   (port, scheme: server/fetch/policy.ts) -> failed at once; anything else (other status, timeout, refused
+ *   connection, blocked address, a name that does not resolve) -> retried with exponential backoff and jitter
+ *   until the retry window (LUCENT_WEBHOOK_MAX_AGE_MS, from the event or its last replay) has passed; the last
+ *   try is at the window's end. Replays are bounded and a replay during an attempt is kept (server/store/webhooks.ts).
  * Body: `{type, timestamp, data}` with `data` = the job's task-status answer at the time of the attempt (links
  * stay valid); `webhook-id` is the delivery's id, the same on every attempt and replay.
  * Isolation: at most LUCENT_WEBHOOK_CONCURRENCY POSTs in flight, LUCENT_WEBHOOK_KEY_CONCURRENCY per key, each
@@ -13,6 +15,7 @@
  */
 import crypto from 'node:crypto'
 import type { WebhookSettings } from '../config.js'
+import type { OutboundSettings } from '../fetch/policy.js'
 import type { JobStatusRow, Store } from '../store/types.js'
 import type { Delivery, DeliveryOutcome, WebhookEvent } from '../store/webhooks.js'
 import type { TaskStatusData } from '../jobs/status.js'
@@ -25,7 +28,9 @@ export interface DelivererDeps {
   /** The job's task-status answer (the route's own builder): the payload's `data`. */
   answer(job: JobStatusRow): TaskStatusData | Promise<TaskStatusData>
   settings: WebhookSettings
-  fetchAllow: string[]
+  fetchAllow: readonly string[]
+  /** Ports and DNS limits of user-named URLs (server/fetch/policy.ts); default: this process's environment. */
+  outbound?: OutboundSettings
   log: { warn(o: object, msg: string): void; error(o: object, msg: string): void }
 }
 
@@ -148,9 +153,10 @@ export class WebhookDeliverer {
     const body = JSON.stringify({ type: event, timestamp: new Date(now).toISOString(), data })
     let status: number | null = null
     let error: string | null = null
+    let final = false
     try {
       const r = await safePost(row.url, body, webhookHeaders(secret, row.id, body, now), {
-        allow: this.d.fetchAllow, maxBytes: 64 * 1024, connectTimeoutMs: s.timeoutMs, headersTimeoutMs: s.timeoutMs, bodyTimeoutMs: s.timeoutMs,
+        allow: this.d.fetchAllow, ...this.d.outbound, maxBytes: 64 * 1024, connectTimeoutMs: s.timeoutMs, headersTimeoutMs: s.timeoutMs, bodyTimeoutMs: s.timeoutMs,
         maxRedirects: 0, totalTimeoutMs: s.timeoutMs,
       }, this.abort.signal)
       status = r.status
@@ -160,10 +166,14 @@ export class WebhookDeliverer {
         return
       }
       error = e instanceof FetchError ? `${e.reason}: ${e.message}` : String((e as Error)?.message ?? e)
+      // the URL itself is refused (scheme, port): no later attempt can succeed (an address may change: retried)
+      final = e instanceof FetchError && (e.reason === 'blocked_port' || e.reason === 'unsupported_scheme' || e.reason === 'invalid_url')
     }
     const at = Date.now()
     if (status !== null && status >= 200 && status <= 299) {
       await settle({ status: 'delivered', event, lastStatus: status, lastError: null, nextAt: null })
+    } else if (final) {
+      await settle({ status: 'failed', event, lastStatus: null, lastError: error, nextAt: null })
     } else if (status === 410) {
       await settle({ status: 'failed', event, lastStatus: status, lastError: 'the receiver answered 410 Gone: no more attempts', nextAt: null })
     } else {

@@ -1,4 +1,4 @@
-/** examples/enhance-folder.mjs (README, "Using the addon as a library") runs as documented, on the CPU backend. */
+/** examples/enhance-folder.mjs (docs/cli.md, "Using the addon as a library") runs as documented, on the CPU backend. */
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'

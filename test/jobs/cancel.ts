@@ -1,7 +1,7 @@
 /**
  * POST /api/task-cancel (extension) on the embedded server with the real engine: a waiting job never runs; a
  * running photo job's engine call is aborted; a running VIDEO job's ffmpeg processes and temp files are gone;
- * each refunded exactly once; a finished job cannot be canceled (409, 110409000); a cancel racing the run's
+ * each refunded once as the money policy says (server/jobs/refund.ts: all of it while waiting, the unprocessed share once running); a finished job cannot be canceled (409, 110409000); a cancel racing the run's
  * completion ends in exactly one final state with at most one refund. Canceled jobs report ERROR with
  * error_code 110400014 and reason "canceled". Skips the engine parts until the addon is built.
  */
@@ -26,6 +26,16 @@ async function ledgerOf(app: FastifyInstance, keyId: string, jobId: string): Pro
   const out: Record<string, number> = {}
   for (const r of await app.lucent.store.ledger(keyId)) if (r.jobId === jobId) out[r.kind] = (out[r.kind] ?? 0) + 1
   return out
+}
+
+/** A running job's cancel refund (server/jobs/refund.ts): its ledger row says at which progress; checks the amount. */
+async function unprocessedShare(app: FastifyInstance, keyId: string, jobId: string, coins: number): Promise<number> {
+  const row = (await app.lucent.store.ledger(keyId)).find((r) => r.jobId === jobId && r.kind === 'refund')
+  const m = /^canceled at (\d+)%$/.exec(row?.reason ?? '')
+  if (!row || !m) throw new Error(`no cancel refund row: ${JSON.stringify(row)}`)
+  const share = Math.floor((coins * (100 - Number(m[1]))) / 100)
+  if (row.delta !== share) throw new Error(`refund ${row.delta}, policy ${share}`)
+  return share
 }
 
 /** Process ids of this process's children running `name` (ffmpeg), with their command lines. */
@@ -97,7 +107,8 @@ t.test('a running photo job: the engine call is aborted, no result, one refund',
   t.ok(ms < 5000, `the run returned ${ms} ms after the cancel (the engine stops at its next layer)`)
   t.equal(await app.lucent.storage.get(`r/${sub.job_id}.png`), null, 'no result written')
   t.same(await ledgerOf(app, keyId, sub.job_id), { debit: 1, refund: 1 })
-  t.equal(await balance(app, keyId), 10_000)
+  t.equal(await balance(app, keyId), 10_000 - sub.consume_coins + await unprocessedShare(app, keyId, sub.job_id, sub.consume_coins),
+    'the unprocessed share back (the money policy)')
   // the engine thread is still usable
   const small = (await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: srv.put('s.png', png(16, 12), 'image/png'), extension: '.png' })).json().data
   const done = await waitFor(async () => { const s = await status(app, key, small.job_id); return s.status !== 'CONVERTING' && s }, 120_000, 100)
@@ -132,7 +143,7 @@ t.test('a running VIDEO job: ffmpeg gone, temp files gone, one refund', { skip: 
   t.same(children('ffmpeg'), [], 'no ffmpeg child left')
   t.same(fs.readdirSync(tmp), [], 'temp files removed')
   t.same(await ledgerOf(app, keyId, sub.job_id), { debit: 1, refund: 1 }, 'refunded once')
-  t.equal(await balance(app, keyId), before + sub.consume_coins)
+  t.equal(await balance(app, keyId), before + await unprocessedShare(app, keyId, sub.job_id, sub.consume_coins), 'the unprocessed share back')
   t.equal(await app.lucent.storage.get(`r/${sub.job_id}.mp4`), null, 'no result written')
 })
 

@@ -5,7 +5,7 @@
  * reload; a phone-sized viewport has no horizontal scroll; a short video comes back side by side at 2x; a failing job shows its task-status message; the page works under its CSP with no violation
  * (and a deliberate eval() shows violations would be caught).
  *
- * Screenshots: test-artifacts/playground/{desktop,phone}.png (git-ignored). The README's docs/playground.png is made
+ * Screenshots: test-artifacts/playground/{desktop,phone}.png (git-ignored). docs/playground.md's docs/playground.png is made
  * by the same test with LUCENT_PLAYGROUND_README_SHOT=docs/playground.png, from a synthetic picture (the shared
  * evaluation faces stay out of commits).
  * Chromium: $LUCENT_CHROMIUM, else /usr/bin/chromium (.ci/run installs it); skipped when absent, except under CI.
@@ -14,13 +14,13 @@ import t from 'tap'
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
-import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process'
+import { spawnSync, execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
-import { repoRoot, sharedData, tempDir, modelDir, addonBuilt, waitFor, freePort } from '../helper.js'
+import { repoRoot, sharedData, tempDir, modelDir, addonBuilt } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
+import { startLucent, createKeyCli } from '../support/serve.js'
 
-const bin = path.join(repoRoot, 'bin', 'lucent.js')
 const chromiumPath = process.env.LUCENT_CHROMIUM || '/usr/bin/chromium'
 const face = path.join(sharedData, 'faces/cropped/0143.png')
 const readmeShot = process.env.LUCENT_PLAYGROUND_README_SHOT
@@ -76,24 +76,12 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   // the page from the current sources
   execFileSync(process.execPath, [path.join(repoRoot, 'scripts/build-playground.mjs')], { stdio: 'ignore' })
   const dataDir = await tempDir(t)
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_LOG_LEVEL: 'warn' }
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_LOG_LEVEL: 'warn' }
   delete env.LUCENT_PUBLIC_URL
   delete env.LUCENT_PLAYGROUND
   // polling counts against the key's rate: a high one
-  const key = execFileSync(process.execPath, [bin, 'keys', 'create', '--coins', '1000', '--rate', '1000'], { env }).toString().trimEnd().split('\n').pop()!
-  const server: ChildProcess = spawn(process.execPath, [bin, 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] })
-  t.teardown(() => { server.kill('SIGKILL') })
-  await waitFor(async () => {
-    try {
-      const r = await request(`${base}/healthz`)
-      await r.body.dump()
-      return r.statusCode === 200
-    } catch {
-      return false
-    }
-  }, 180_000, 200)
+  const { key } = createKeyCli(env, '--coins', '1000', '--rate', '1000')
+  const { base } = await startLucent(t, { env })
 
   const userDataDir = await tempDir(t, 'lucent-chromium-')
   const downloads = await tempDir(t, 'lucent-downloads-')
@@ -118,7 +106,7 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
     document.addEventListener('securitypolicyviolation', (e) => w.cspViolations.push(`${e.effectiveDirective} ${e.blockedURI}`))
   })
 
-  // the input: a small face (96 px: face_2x on the CPU backend takes seconds), or the README's synthetic scene
+  // the input: a small face (96 px: face_2x on the CPU backend takes seconds), or docs/playground.md's synthetic scene
   const blank = await ctx.newPage()
   const input = readmeShot ? await makeInput(blank, 160, 100, null) : await makeInput(blank, 96, 96, await fsp.readFile(face))
   await blank.close()
@@ -314,7 +302,7 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   t.match(caught.map((v) => v.split(' ')[0]).sort(), ['script-src-elem', 'style-src-attr'], 'both reported as violations: the check above can fail')
 
   if (readmeShot) {
-    // the README's screenshot: the finished comparison, desktop width
+    // docs/playground.md's screenshot: the finished comparison, desktop width
     await page.setViewportSize({ width: 900, height: 1200 })
     await page.goto(`${base}/`)
     await page.waitForSelector('html[data-ready=true]')

@@ -17,11 +17,12 @@ import { requireServices } from '../scaleout/services.js'
 async function setup(t: { teardown(fn: () => unknown): void }) {
   const svc = await requireServices(t)
   if ('skip' in svc) return svc
-  const prefix = `lucent-t-${crypto.randomBytes(4).toString('hex')}`
+  // isolation: a BullMQ prefix of this test's own in db 0 (never leased to a deployment, test/support/redis-db.ts);
+  // only its keys are deleted at the end
+  const prefix = `lucent-t-${process.pid}-${crypto.randomBytes(4).toString('hex')}`
   const redis = new Redis(svc.LUCENT_REDIS_URL)
   t.teardown(async () => {
-    const keys = await redis.keys(`${prefix}:*`)
-    if (keys.length) await redis.del(...keys)
+    for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 500 })) if ((keys as string[]).length) await redis.del(...(keys as string[]))
     redis.disconnect()
   })
   const store = new SqliteStore(path.join(await tempDir(t), 'lucent.db'))

@@ -163,6 +163,5 @@ t.test('coins: insufficient balance, trial allowance', async (t) => {
   const jobId = jobs.find((e) => e.kind === 'trial')!.jobId!
   t.ok(await app.lucent.store.failJob(jobId, 100500000, 'test'))
   t.notOk(await app.lucent.store.failJob(jobId, 100500000, 'test'))
-  t.notOk(await app.lucent.store.refund(jobId))
   t.equal((await app.lucent.store.findKey(trial.id))!.trialLeft, 1)
 })

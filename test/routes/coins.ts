@@ -39,7 +39,7 @@ t.test('a failed job is refunded exactly once; ledger consistent', async (t) => 
   t.equal(await balance(app, id), 90)
   const results = await Promise.all([1, 2, 3, 4].map(() => app.lucent.store.failJob(jobId, 100500000, 'boom')))
   t.same(results.filter(Boolean).length, 1, 'only one transition to ERROR')
-  t.notOk(await app.lucent.store.refund(jobId), 'refund is idempotent')
+  t.notOk(await app.lucent.store.failJob(jobId, 100500000, 'again'), 'refund is idempotent')
   t.equal(await balance(app, id), 100)
   const ledger = await app.lucent.store.ledger(id)
   t.same(ledger.map((e) => e.kind), ['grant', 'debit', 'refund'])

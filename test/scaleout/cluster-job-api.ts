@@ -5,25 +5,22 @@
  */
 import t from 'tap'
 import path from 'node:path'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import Database from 'better-sqlite3'
 import { request } from 'undici'
-import { repoRoot, tempDir, modelDir, inputServer, addonBuilt, waitFor, freePort, png } from '../helper.js'
-
-const bin = path.join(repoRoot, 'bin', 'lucent.js')
+import { tempDir, modelDir, inputServer, addonBuilt, waitFor, png } from '../helper.js'
+import { lucentServer, createKeyCli } from '../support/serve.js'
 
 t.test('cluster: cancel through a child stops the primary\'s run; idempotency across children', { skip: !addonBuilt && 'native/node/index.js not built yet' }, async (t) => {
   const dataDir = await tempDir(t)
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
   const env = {
-    ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1',
+    ...process.env, DATA_DIR: dataDir, HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1',
     LUCENT_LOG_LEVEL: 'warn', LUCENT_HTTP_PROCESSES: '2', LUCENT_WORKERS: '1', LUCENT_ENGINE_THREADS: '1', LUCENT_BACKEND: 'cpu',
   }
-  const key = execFileSync(process.execPath, [bin, 'keys', 'create', '--coins', '100000', '--rate', '1000'], { env }).toString().trimEnd().split('\n').pop()!
+  const { key } = createKeyCli(env, '--coins', '100000', '--rate', '1000')
   const srv = await inputServer(t)
-  const primary: ChildProcess = spawn(process.execPath, [bin, 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] })
-  t.teardown(() => { if (primary.exitCode === null) primary.kill('SIGKILL') })
+  const server = lucentServer(t, { env })
+  await server.start()
+  const base = server.base
   const get = async (url: string) => {
     const r = await request(`${base}${url}`, { reset: true })
     return { status: r.statusCode, body: (await r.body.json()) as any }
@@ -32,7 +29,6 @@ t.test('cluster: cancel through a child stops the primary\'s run; idempotency ac
     const r = await request(`${base}${url}`, { method: 'POST', reset: true, headers: { apikey: key, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
     return { status: r.statusCode, body: (await r.body.json()) as any }
   }
-  await waitFor(async () => (await get('/healthz').catch(() => ({ status: 0 }))).status === 200, 180_000, 200)
 
   // idempotency: 8 identical submissions, new connections (spread over both children)
   const body = { model_name: 'general_2x', img_url: srv.put('s.png', png(16, 12), 'image/png'), extension: '.png' }
@@ -57,9 +53,7 @@ t.test('cluster: cancel through a child stops the primary\'s run; idempotency ac
   await waitFor(async () => (await post('/api/task-status', { job_id: next.job_id })).body.data.status === 'COMPLETED', 120_000, 100)
   t.pass('the next job completed')
 
-  const exited = new Promise((r) => primary.once('exit', r))
-  primary.kill('SIGTERM')
-  await exited
+  await server.kill('SIGTERM')
   const db = new Database(path.join(dataDir, 'lucent.db'), { readonly: true })
   const kinds = db.prepare('SELECT job_id, kind FROM ledger WHERE job_id IS NOT NULL ORDER BY id').all() as Array<{ job_id: string; kind: string }>
   const jobs = (db.prepare('SELECT COUNT(*) AS n FROM jobs').get() as { n: number }).n

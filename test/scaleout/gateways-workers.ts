@@ -7,27 +7,15 @@
  * /readyz and /metrics. Needs the native addon (CPU backend). In CI a missing service or addon FAILS.
  */
 import t from 'tap'
-import net from 'node:net'
-import path from 'node:path'
-import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import pg from 'pg'
-import { Redis } from 'ioredis'
 import { ListObjectsV2Command } from '@aws-sdk/client-s3'
-import { repoRoot, modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
+import { lucentCli } from '../support/serve.js'
 import { requireServices, isolatedDeployment, inCI } from './services.js'
 
-const bin = path.join(repoRoot, 'bin', 'lucent.js')
 const JOBS = 50
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise((r) => s.close(r))
-  return port
-}
 
 async function getJson(url: string): Promise<{ status: number; body: any }> {
   const r = await request(url)
@@ -51,9 +39,9 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
     return
   }
   const t0 = Date.now()
-  // isolation: a fresh database, a fresh Redis db number (flushed), a fresh bucket
+  // isolation: a fresh database, a Redis db number leased for this test alone, a fresh bucket
   const dep = await isolatedDeployment(t, svc, modelDir)
-  const { redis, bucket, s3, databaseUrl, children, env: common } = dep
+  const { bucket, s3, databaseUrl, env: common } = dep
   const start = (role: 'gateway' | 'worker') => dep.serve(role, {
     // a dead worker's job is retried after ~lock + stalled interval
     LUCENT_QUEUE_LOCK_MS: '4000', LUCENT_QUEUE_STALLED_MS: '1500', LUCENT_QUEUE_BACKOFF_MS: '200',
@@ -61,15 +49,14 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   })
 
   // keys through the CLI, against PostgreSQL (the CLI migrates a fresh database itself)
-  const cli = (...args: string[]) => execFileSync(process.execPath, [bin, 'keys', ...args], { env: { ...common, DATA_DIR: '/nonexistent-not-used' } }).toString()
+  const cli = (...args: string[]) => lucentCli({ ...common, DATA_DIR: '/nonexistent-not-used' }, 'keys', ...args)
   const key = cli('create', '--coins', '10000', '--rate', '1000').trimEnd().split('\n').pop()!
   const slowKey = cli('create', '--coins', '0', '--rate', '0.001').trimEnd().split('\n').pop()!
   t.match(cli('list'), /coins/, 'keys list works on PostgreSQL')
 
-  const workers = [await start('worker'), await start('worker')]
-  const gateways = [await start('gateway'), await start('gateway')]
-  // workers: engine loaded; gateways: ready (store, queue, storage, >= 1 live worker)
-  for (const w of workers) await waitFor(async () => (await getJson(`${w.base}/healthz`).catch(() => ({ status: 0 }))).status === 200, 120_000, 200)
+  // started side by side, each waited for until its /healthz answers (workers: engine loaded)
+  const [workers, gateways] = await Promise.all([Promise.all([start('worker'), start('worker')]), Promise.all([start('gateway'), start('gateway')])])
+  // gateways: ready (store, queue, storage, both workers live)
   for (const g of gateways) {
     await waitFor(async () => {
       const r = await getJson(`${g.base}/readyz`).catch(() => ({ status: 0, body: null }))
@@ -122,15 +109,30 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   t.ok(subs.every((s) => s.consume_coins === 10), 'price of general_2x on 32x32')
   t.equal(new Set(subs.map((s) => s.job_id)).size, JOBS)
 
-  // SIGKILL worker 0 while it is running a job
+  const db = new pg.Client({ connectionString: databaseUrl })
+  await db.connect()
+  t.teardown(() => db.end())
+
+  // SIGKILL worker 0 while it is running a job. Its running count also covers the moments before the attempt is
+  // recorded and after the result is (32x32 jobs are short): it is frozen (SIGSTOP) first, and killed once a job
+  // stays CONVERTING with an attempt recorded while the other worker goes on; else it goes on (SIGCONT), again.
   const victim = workers[0]
-  await waitFor(async () => {
-    const h = await getJson(`${victim.base}/healthz`).catch(() => null)
-    return !!h && h.body?.data?.queue?.running > 0
-  }, 60_000, 2)
-  victim.child.kill('SIGKILL')
-  await new Promise((r) => victim.child.once('exit', r))
-  t.comment(`worker ${victim.child.pid} SIGKILLed mid-job`)
+  const converting = async () => new Set((await db.query("SELECT id FROM jobs WHERE status = 'CONVERTING' AND attempts >= 1")).rows.map((r) => r.id as string))
+  let held: string | undefined
+  for (let i = 0; i < 5 && !held; i++) {
+    await waitFor(async () => {
+      const h = await getJson(`${victim.base}/healthz`).catch(() => null)
+      return !!h && h.body?.data?.queue?.running > 0
+    }, 60_000, 2)
+    victim.child.kill('SIGSTOP')
+    const before = await converting()
+    await new Promise((r) => setTimeout(r, 800))
+    const after = await converting()
+    held = [...before].find((id) => after.has(id))
+    if (!held) victim.child.kill('SIGCONT')
+  }
+  await victim.kill('SIGKILL')
+  t.comment(`worker ${victim.child.pid} SIGKILLed mid-job${held ? ` (holding ${held})` : ''}`)
 
   const finished = await waitFor(async () => {
     const all = await Promise.all(subs.map((s, i) => api(i, '/api/task-status', { job_id: s.job_id })))
@@ -157,9 +159,6 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   t.equal(listed.KeyCount, JOBS, 'one result object per job')
 
   // the database: exactly once, ledger balanced
-  const db = new pg.Client({ connectionString: databaseUrl })
-  await db.connect()
-  t.teardown(() => db.end())
   const jobs = (await db.query('SELECT id, status, attempts, refunded FROM jobs')).rows
   t.equal(jobs.length, JOBS)
   t.ok(jobs.every((j) => j.status === 'COMPLETED' && !j.refunded))
@@ -191,7 +190,6 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
   t.comment(`total ${((Date.now() - t0) / 1000).toFixed(1)} s`)
 
   // graceful stop
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM')
-  const codes = await Promise.all(children.slice(1).map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', (code) => r(code))) : c.exitCode)))
+  const codes = await Promise.all([workers[1], ...gateways].map((s) => s.kill('SIGTERM')))
   t.same(codes, [0, 0, 0], 'SIGTERM: clean exits')
 })

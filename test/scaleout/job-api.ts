@@ -6,15 +6,11 @@
  * the next job. Needs the native addon (CPU backend). In CI a missing service or addon FAILS.
  */
 import t from 'tap'
-import path from 'node:path'
-import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import pg from 'pg'
-import { Redis } from 'ioredis'
-import { repoRoot, modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { createKeyCli } from '../support/serve.js'
 import { requireServices, isolatedDeployment, inCI } from './services.js'
-
-const bin = path.join(repoRoot, 'bin', 'lucent.js')
 
 t.test('cancel + idempotency over PostgreSQL and Redis: 2 gateways, 1 worker', async (t) => {
   if (!addonBuilt) {
@@ -30,15 +26,14 @@ t.test('cancel + idempotency over PostgreSQL and Redis: 2 gateways, 1 worker', a
   const dep = await isolatedDeployment(t, svc, modelDir)
   const { redis, databaseUrl, env: common } = dep
   const start = async (role: 'gateway' | 'worker') => (await dep.serve(role)).base
-  const key = execFileSync(process.execPath, [bin, 'keys', 'create', '--coins', '100000', '--rate', '1000'], { env: { ...common, DATA_DIR: '/nonexistent-not-used' } })
-    .toString().trimEnd().split('\n').pop()!
+  const { key } = createKeyCli({ ...common, DATA_DIR: '/nonexistent-not-used' }, '--coins', '100000', '--rate', '1000')
+  // the worker first (gateways are ready once a live worker registered), both gateways side by side
   const worker = await start('worker')
-  const gateways = [await start('gateway'), await start('gateway')]
+  const gateways = await Promise.all([start('gateway'), start('gateway')])
   const getJson = async (url: string) => {
     const r = await request(url)
     return { status: r.statusCode, body: (await r.body.json()) as any }
   }
-  await waitFor(async () => (await getJson(`${worker}/healthz`).catch(() => ({ status: 0 }))).status === 200, 120_000, 200)
   for (const g of gateways) await waitFor(async () => (await getJson(`${g}/readyz`).catch(() => ({ status: 0 }))).status === 200, 60_000, 200)
   const api = async (g: number, url: string, body: unknown, headers: Record<string, string> = {}) => {
     const r = await request(`${gateways[g % 2]}${url}`, { method: 'POST', headers: { apikey: key, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })

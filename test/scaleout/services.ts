@@ -3,12 +3,14 @@
  * LUCENT_S3_* when they are set, else runs scripts/services.sh (idempotent) and reads the env it prints.
  * In CI (CI=true) a service that cannot start is a test FAILURE; locally the tests skip with the reason.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import crypto from 'node:crypto'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
-import { repoRoot, freePort, tempDir } from '../helper.js'
+import { repoRoot, tempDir } from '../helper.js'
+import { lucentServer, type LucentServer, type ServeOptions } from '../support/serve.js'
+import { leaseRedisDb } from '../support/redis-db.js'
 
 export interface ServiceEnv {
   LUCENT_REDIS_URL: string
@@ -58,9 +60,10 @@ export async function requireServices(t: T): Promise<ServiceEnv | { skip: string
   return { skip: `scale-out services unavailable (locally this skips; CI fails): ${env}` }
 }
 
-/** A fresh, empty PostgreSQL database on the configured server; dropped on teardown. Returns its URL. */
+/** A fresh, empty PostgreSQL database on the configured server, its own (`lucent_t_<pid>_<random>`: no two suites,
+ *  side by side or run again, share one); dropped on teardown. Returns its URL. */
 export async function freshDatabase(t: T, baseUrl: string): Promise<string> {
-  const name = `lucent_t_${crypto.randomBytes(6).toString('hex')}`
+  const name = `lucent_t_${process.pid}_${crypto.randomBytes(5).toString('hex')}`
   const admin = new pg.Client({ connectionString: baseUrl })
   await admin.connect()
   try {
@@ -82,17 +85,15 @@ export async function freshDatabase(t: T, baseUrl: string): Promise<string> {
   return u.toString()
 }
 
-/** One test's isolated scale-out deployment on the shared services: a fresh PostgreSQL database, a fresh Redis
- *  db number (flushed before and after) and a fresh S3 bucket; `env` is what every `lucent serve` process of the
- *  test starts with (embedded defaults for the rest: CPU backend, one engine thread, warn logs). */
+/** One test's isolated scale-out deployment on the shared services: a fresh PostgreSQL database, a Redis db
+ *  number leased for the test alone (test/support/redis-db.ts: empty, flushed and released at the end) and a
+ *  fresh S3 bucket; `env` is what every `lucent serve` process of the test starts with (embedded defaults for the
+ *  rest: CPU backend, one engine thread, warn logs). */
 export async function isolatedDeployment(t: T, svc: ServiceEnv, modelDir: string) {
-  const { Redis } = await import('ioredis')
   const { S3Client, CreateBucketCommand } = await import('@aws-sdk/client-s3')
   const databaseUrl = await freshDatabase(t, svc.LUCENT_DATABASE_URL)
-  const redisUrl = `${svc.LUCENT_REDIS_URL.replace(/\/\d*$/, '')}/${1 + crypto.randomInt(15)}`
-  const redis = new Redis(redisUrl)
-  await redis.flushdb()
-  t.teardown(async () => { await redis.flushdb().catch(() => {}); redis.disconnect() })
+  // registered before the servers: tap's teardowns run last-first, so the servers stop before the db is flushed
+  const { url: redisUrl, redis } = await leaseRedisDb(t, svc.LUCENT_REDIS_URL)
   const bucket = `lucent-t-${crypto.randomBytes(5).toString('hex')}`
   const s3 = new S3Client({
     endpoint: svc.LUCENT_S3_ENDPOINT, region: svc.LUCENT_S3_REGION, forcePathStyle: true,
@@ -107,19 +108,16 @@ export async function isolatedDeployment(t: T, svc: ServiceEnv, modelDir: string
     LUCENT_WORKERS: '1', LUCENT_ENGINE_THREADS: '1', LUCENT_BACKEND: 'cpu',
   }
   delete env.LUCENT_ROLE
-  const children: ChildProcess[] = []
-  t.teardown(async () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null)))
-  })
-  /** Starts `lucent serve --role ROLE` on a free port with `env` (+ `extra`); killed at the test's end. */
-  const serve = async (role: 'gateway' | 'worker', extra: Record<string, string> = {}) => {
-    const port = await freePort()
-    const child = spawn(process.execPath, [path.join(repoRoot, 'bin', 'lucent.js'), 'serve', '--role', role], {
-      env: { ...env, ...extra, PORT: String(port), DATA_DIR: await tempDir(t, `lucent-${role}-`) }, stdio: ['ignore', 'inherit', 'inherit'],
-    })
-    children.push(child)
-    return { child, base: `http://127.0.0.1:${port}`, role }
+  const servers: Array<LucentServer & { role: 'gateway' | 'worker' }> = []
+  /** Starts `lucent serve --role ROLE` on a free port with `env` (+ `extra`) and waits until its /healthz
+   *  answers 200 (`ready` for another check); stopped at the test's end. */
+  const serve = async (role: 'gateway' | 'worker', extra: Record<string, string> = {}, o: Pick<ServeOptions, 'ready' | 'readyTimeoutMs'> = {}) => {
+    const s = Object.assign(lucentServer(t, {
+      env: { ...env, ...extra, DATA_DIR: await tempDir(t, `lucent-${role}-`) }, args: ['serve', '--role', role], label: `lucent ${role}`, ...o,
+    }), { role })
+    servers.push(s)
+    await s.start()
+    return s
   }
-  return { databaseUrl, redisUrl, redis, bucket, s3, env, serve, children }
+  return { databaseUrl, redisUrl, redis, bucket, s3, env, serve, servers }
 }

@@ -166,14 +166,15 @@ for (const b of [sqlite, postgres]) {
       if (!r.ok) return t.fail('debit refused')
       const fails = await Promise.all(Array.from({ length: 8 }, () => s.failJob(r.job.id, 110400003, 'boom')))
       t.equal(fails.filter(Boolean).length, 1, 'one transition to ERROR')
-      const refunds = await Promise.all(Array.from({ length: 8 }, () => s.refund(r.job.id)))
-      t.equal(refunds.filter(Boolean).length, 0, 'already refunded')
+      const again = await Promise.all(Array.from({ length: 8 }, () => s.failJob(r.job.id, 110400014, 'again', 'canceled')))
+      t.equal(again.filter(Boolean).length, 0, 'already ended: no second refund')
       t.match(await s.getJob(r.job.id), { status: 'ERROR', errorCode: 110400003, errorMessage: 'boom' })
       t.notOk(await s.completeJob(r.job.id, 'r/x.png'))
       t.equal((await s.findKey(k.id))!.coins, 100)
       const l = await s.ledger(k.id)
       t.same(l.map((e) => [e.kind, e.delta, e.balanceAfter]), [['grant', 100, 100], ['debit', -40, 60], ['refund', 40, 100]])
-      t.equal(await s.refund('nope'), false)
+      t.equal(l[2].reason, 'failed 110400003', 'the refund says why')
+      t.equal(await s.failJob('nope', 100500000, 'x'), false)
     })
 
     t.test('many handles debiting one key at once: never negative, ledger = balance', async (t) => {

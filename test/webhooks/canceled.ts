@@ -30,6 +30,10 @@ t.test('task-cancel of a waiting job sends job.canceled', async (t) => {
   t.equal(g.body.data.status, 'ERROR')
   t.equal(g.body.data.reason, 'canceled')
   t.ok(g.verified)
-  const list = (await app.inject({ method: 'GET', url: '/api/webhooks/deliveries', headers: { apikey: k.key } })).json().data.deliveries
+  // the attempt is recorded once the receiver's answer is back: a moment after the receiver saw it
+  const list = await waitFor(async () => {
+    const l = (await app.inject({ method: 'GET', url: '/api/webhooks/deliveries', headers: { apikey: k.key } })).json().data.deliveries
+    return l[0]?.status !== 'pending' && l
+  }, 10_000, 20)
   t.match(list[0], { id: `msg_${jobId}_end`, event: 'job.canceled', status: 'delivered' })
 })

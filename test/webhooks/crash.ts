@@ -5,23 +5,19 @@
  */
 import t from 'tap'
 import path from 'node:path'
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import Database from 'better-sqlite3'
 import { request } from 'undici'
-import { repoRoot, tempDir, modelDir, inputServer, addonBuilt, waitFor, freePort, png } from '../helper.js'
+import { tempDir, modelDir, inputServer, addonBuilt, waitFor, png } from '../helper.js'
 import { receiver } from '../support/webhook-receiver.js'
-
-const bin = path.join(repoRoot, 'bin', 'lucent.js')
+import { lucentServer, createKeyCli } from '../support/serve.js'
 
 t.test('kill -9 between completion and delivery: delivered after restart, same webhook-id', { skip: !addonBuilt && 'native/node/index.js not built yet' }, async (t) => {
   const dataDir = await tempDir(t)
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
   const env = {
-    ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
+    ...process.env, DATA_DIR: dataDir, HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
     LUCENT_WEBHOOK_BACKOFF_MS: '300', LUCENT_WEBHOOK_BACKOFF_MAX_MS: '600', LUCENT_WEBHOOK_POLL_MS: '100', LUCENT_WEBHOOK_TIMEOUT_MS: '1000',
   }
-  const out = execFileSync(process.execPath, [bin, 'keys', 'create', '--coins', '100', '--rate', '1000'], { env }).toString().trimEnd().split('\n')
+  const out = createKeyCli(env, '--coins', '100', '--rate', '1000').lines
   const key = out[out.length - 1]
   const secret = out[out.length - 2]
   t.match(key, /^lk_/, 'the key stays on the last line')
@@ -29,22 +25,10 @@ t.test('kill -9 between completion and delivery: delivered after restart, same w
   const rx = await receiver(t, () => secret)
   const hook = rx.url('/hook', [503])
   const srv = await inputServer(t)
-  let child: ChildProcess | null = null
-  const start = async () => {
-    child = spawn(process.execPath, [bin, 'serve'], { env, stdio: ['ignore', 'inherit', 'inherit'] })
-    await waitFor(async () => {
-      try {
-        const r = await request(`${base}/healthz`)
-        await r.body.dump()
-        return r.statusCode === 200
-      } catch {
-        return false
-      }
-    }, 90_000, 100)
-  }
-  t.teardown(() => { child?.kill('SIGKILL') })
+  const server = lucentServer(t, { env, readyTimeoutMs: 90_000 })
+  const start = () => server.start()
   const api = async (method: 'GET' | 'POST', url: string, body?: unknown) => {
-    const r = await request(`${base}${url}`, { method, headers: { apikey: key, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })
+    const r = await request(`${server.base}${url}`, { method, headers: { apikey: key, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })
     return (await r.body.json()) as any
   }
   await start()
@@ -52,8 +36,7 @@ t.test('kill -9 between completion and delivery: delivered after restart, same w
   t.equal(sub.code, 200)
   const jobId = sub.data.job_id
   await waitFor(async () => rx.on('/hook').length >= 1, 60_000, 20)
-  child!.kill('SIGKILL')
-  await new Promise((r) => child!.once('exit', r))
+  await server.kill('SIGKILL')
   const failedIds = new Set(rx.on('/hook').map((g) => g.id))
   t.same([...failedIds], [`msg_${jobId}_end`])
   const db = new Database(path.join(dataDir, 'lucent.db'), { readonly: true })
@@ -81,7 +64,5 @@ t.test('kill -9 between completion and delivery: delivered after restart, same w
   t.ok(list.data.deliveries[0].attempts >= 1)
   await new Promise((r) => setTimeout(r, 1000))
   t.equal(rx.on('/hook').filter((g) => g.at >= after[0].at).length, 1, 'delivered once; no attempt after the 200')
-  child!.kill('SIGTERM')
-  await new Promise((r) => child!.once('exit', r))
-  child = null
+  await server.kill('SIGTERM')
 })
