@@ -70,7 +70,8 @@ export function pngHeader(w: number, h: number): Buffer {
   return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr)])
 }
 
-function chunk(type: string, data: Buffer): Buffer {
+/** One PNG chunk (length, type, data, CRC). */
+export function chunk(type: string, data: Buffer): Buffer {
   const len = Buffer.alloc(4)
   len.writeUInt32BE(data.length)
   const td = Buffer.concat([Buffer.from(type, 'latin1'), data])

@@ -12,8 +12,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import zlib from 'node:zlib'
-import { build, createKey, post, pngHeader, inputServer, tempDir } from '../helper.js'
+import { build, createKey, post, pngHeader, chunk, inputServer, tempDir } from '../helper.js'
 import { photoPrice, videoPrice } from '../../server/pricing.js'
 import { sniff } from '../../server/media/sniff.js'
 import { lucent, makePhoto, makeVideo, skipEngine, hasFfmpeg } from '../support/enhance-cli.js'
@@ -33,19 +32,10 @@ function exifBlock(o: number, le = false, type = 3): Buffer {
   return b
 }
 
-function pngChunk(type: string, data: Buffer): Buffer {
-  const len = Buffer.alloc(4)
-  len.writeUInt32BE(data.length)
-  const td = Buffer.concat([Buffer.from(type, 'latin1'), data])
-  const crc = Buffer.alloc(4)
-  crc.writeUInt32BE(zlib.crc32(td) >>> 0)
-  return Buffer.concat([len, td, crc])
-}
-
 /** A PNG with an eXIf chunk (orientation o) right after IHDR. */
 function pngWithExif(png: Buffer, o: number): Buffer {
   const afterIhdr = 8 + 12 + 13
-  return Buffer.concat([png.subarray(0, afterIhdr), pngChunk('eXIf', exifBlock(o)), png.subarray(afterIhdr)])
+  return Buffer.concat([png.subarray(0, afterIhdr), chunk('eXIf', exifBlock(o)), png.subarray(afterIhdr)])
 }
 
 function riffChunk(type: string, data: Buffer): Buffer {
@@ -208,8 +198,8 @@ t.test('hole 5: sideways PNG, WebP, TIFF, TGA, JPEG (LONG tag) and HEIF (irot) a
   // resamples to 3000 x 18000 (54 MP). Read as stored it would be 3000 x 500.
   const upright = { model_name: 'general_4x', output_width: 3000, output_height: 18000, consume_coins: photoPrice(prices, 'enhance', 54e6) }
   const cases: Array<[string, Buffer]> = [
-    ['png eXIf 6', Buffer.concat([pngHeader(6000, 1000).subarray(0, 33), pngChunk('eXIf', exifBlock(6))])],
-    ['png eXIf 8 (little-endian)', Buffer.concat([pngHeader(6000, 1000), pngChunk('eXIf', exifBlock(8, true))])],
+    ['png eXIf 6', Buffer.concat([pngHeader(6000, 1000).subarray(0, 33), chunk('eXIf', exifBlock(6))])],
+    ['png eXIf 8 (little-endian)', Buffer.concat([pngHeader(6000, 1000), chunk('eXIf', exifBlock(8, true))])],
     ['webp EXIF chunk', webpHeader(6000, 1000, 6)],
     ['tiff IFD0', tiffHeader(6000, 1000, 6)],
     ['tga developer-area EXIF', tgaHeader(6000, 1000, 5)],
@@ -225,7 +215,7 @@ t.test('hole 5: sideways PNG, WebP, TIFF, TGA, JPEG (LONG tag) and HEIF (irot) a
   }
   // Not turned: orientation 3 (half turn), HEIF irot 180, no orientation.
   const flat = { model_name: 'general_2x', output_width: 3000, output_height: 500 }
-  for (const [name, file] of [['png 3', Buffer.concat([pngHeader(6000, 1000), pngChunk('eXIf', exifBlock(3))])], ['heic irot 180', heifHeader(6000, 1000, 2)], ['png', pngHeader(6000, 1000)]] as const) {
+  for (const [name, file] of [['png 3', Buffer.concat([pngHeader(6000, 1000), chunk('eXIf', exifBlock(3))])], ['heic irot 180', heifHeader(6000, 1000, 2)], ['png', pngHeader(6000, 1000)]] as const) {
     const r = await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: srv.put(name.replace(/\W/g, '_'), file), extension: '.png', target_width: 3000 })
     t.match(r.json().data, flat, name)
   }
