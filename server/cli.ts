@@ -312,6 +312,8 @@ modelsCmd('fetch', 'fetch missing or invalid files (mirror first, then upstream)
   .option('--offline', 'mirror only, no upstream downloads'))
 modelsCmd('verify', 'check sizes and sha256 of the model files', (c) => c
   .option('--quick', 'sizes only, no hashing'))
+const { addInspectCommand } = await import('./models/inspect.js') // `lucent models inspect FILE [--json]`
+addInspectCommand(models)
 
 const enhance = await import('./enhance/command.js')
 if (process.argv.slice(2).includes('enhance')) await enhance.loadCatalog() // its help lists the models

@@ -1,11 +1,14 @@
 // `lucent models list|fetch|verify [--dir DIR] [--mirror DIR] [--force] [--all] [--quick] [FILE_OR_STEM...]`
+// `lucent models inspect FILE [--json]`: server/models/inspect.ts (server/cli.ts declares it with addInspectCommand).
 // Returns the process exit code; the caller (server/cli.ts) does process.exitCode = await runModelsCli(argv).
 
 import { downloadModels, ModelDownloadError, type DownloadEvent } from './download.js'
 import { requiredFiles, resolveModelDir } from './manifest.js'
 import { describeProblem, listModels, verifyModels } from './verify.js'
+import { runInspectArgs } from './inspect.js'
 
 const USAGE = `usage: lucent models <list|fetch|verify> [options] [model-stem-or-file ...]
+       lucent models inspect FILE [--json]
   --dir DIR      model directory (default $LUCENT_MODEL_DIR or ./data/models)
   --mirror DIR   local mirror tried before upstream (default $LUCENT_MODEL_MIRROR)
   --all          every file in the manifest (default: models/required.json)
@@ -23,6 +26,7 @@ export async function runModelsCli(
   errOut: (s: string) => void = (s) => process.stderr.write(s + '\n'),
 ): Promise<number> {
   const [cmd, ...rest] = argv
+  if (cmd === 'inspect') return runInspectArgs(rest, out, errOut)
   let dir: string | undefined
   let mirror: string | undefined
   let all = false
