@@ -228,6 +228,7 @@ export const BUILD_TEST_KNOBS: readonly Knob[] = [
   { name: 'LUCENT_CHROMIUM', doc: 'Chromium binary of the browser tests (default /usr/bin/chromium)', where: 'test/playground/browser.ts, test/abuse/files.ts' },
   { name: 'LUCENT_PLAYGROUND_README_SHOT', doc: 'Path: the browser test writes the README screenshot there', where: 'test/playground/browser.ts' },
   { name: 'LUCENT_PROPERTY_SEED', doc: 'Reruns one sequence of the money property test', where: 'test/abuse/money-property.ts' },
+  { name: 'LUCENT_TORCH_PYTHON', doc: 'Python with torch + spandrel for npm run bench:own-models (default /tmp/byom-venv, else python3)', where: 'bench/own-models/run.mjs' },
   { name: 'LUCENT_SERVICES_DIR', doc: 'State folder of the trial services (default /tmp/lucent-services)', where: 'scripts/services.sh' },
   { name: 'LUCENT_SVC_REDIS_PORT', doc: 'Redis port of the trial services (default 6390)', where: 'scripts/services.sh' },
   { name: 'LUCENT_SVC_PG_PORT', doc: 'PostgreSQL port of the trial services (default 5433)', where: 'scripts/services.sh' },
