@@ -11,7 +11,7 @@ import { photoJobPrice, videoJobPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
 import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
 import { missingVideoTools } from '../video/tools.js'
-import { decideInterp, slowmoError, timingError, packetBound } from '../video/interp.js'
+import { decideInterp, slowmoError, timingError, packetBound, framesSeconds } from '../video/interp.js'
 import { displaySize, videoInputError } from '../video/job.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, type Lucent } from '../context.js'
@@ -213,15 +213,22 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         if (!ip.ok) throw new ApiError(ip.code, { detail: ip.detail, hint: ip.detail })
         // Interpolation places frames by the packets' times, the price uses the declared duration: a file whose
         // timestamps run past it (a gap, a last packet lasting an hour) is refused before any debit (issue 22).
+        // Without interpolation every packet is one frame through the networks: a file with more packets than its
+        // declared duration holds (a packet flood under a short duration) is priced by its frames, and refused past
+        // the packet bound, before any debit (issue 22).
+        const ts = await probeTimestamps(input.file, l.config.video.ffprobe, 60_000, packetBound(pr.duration, pr.fps)).catch((e: Error) => e)
         if (ip.plan) {
-          const ts = await probeTimestamps(input.file, l.config.video.ffprobe, 60_000, packetBound(pr.duration, pr.fps)).catch((e: Error) => e)
           const bad = ts instanceof Error ? `cannot read the video's packet timestamps: ${ts.message}` : timingError(ts, pr)
           if (bad) throw new ApiError(110400008, { detail: bad, hint: bad })
+        } else if (!(ts instanceof Error) && ts.truncated) {
+          const bad = timingError(ts, pr)!
+          throw new ApiError(110400008, { detail: bad, hint: bad })
         }
+        const seconds = ts instanceof Error || ip.plan ? pr.duration : framesSeconds(ts.pts.length, pr)
         // priced by `resolution` (compat.md); one smaller than the input is priced at the network's own output
         const coins = ip.plan
           ? videoJobPrice(l.prices, model, upright, [w, h], ip.outFps, ip.outSeconds, true)
-          : videoJobPrice(l.prices, model, upright, [w, h], pr.fps, pr.duration)
+          : videoJobPrice(l.prices, model, upright, [w, h], pr.fps, seconds)
         const id = newJobId()
         const format = sn?.format ?? pr.format.split(',')[0]
         const originalKey = `o/${id}.${format}`

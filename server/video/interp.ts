@@ -151,6 +151,16 @@ export function timingError(ts: { pts: number[]; lastDuration?: number; truncate
 }
 
 /**
+ * The seconds a video without interpolation is priced for: its declared duration, unless its packets (one
+ * frame each through the networks) are clearly more than that duration holds at its rate (over 10 % + 2
+ * frames): then the packets' count at that rate. Honest files keep the declared duration exactly.
+ */
+export function framesSeconds(packets: number, src: { duration: number; fps: number }): number {
+  if (!(src.fps > 0)) return src.duration
+  return packets > src.duration * src.fps * 1.1 + 2 ? packets / src.fps : src.duration
+}
+
+/**
  * The output frame schedule of one video: output frame k shows the source at time k / (outFps x slowmo)
  * after the first frame, as a position in frame index space (`i + t`: t of the way from frame i to i + 1),
  * over the source frames' own times (variable frame rate and odd timestamps included), so the output is

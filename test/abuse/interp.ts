@@ -28,6 +28,7 @@ import { interpProcessor } from '../../server/jobs/video-interp.js'
 import { EtaModel, workUnits } from '../../server/jobs/eta.js'
 import { EnginePool } from '../../server/engine/pool.js'
 import { FrameSchedule } from '../../server/video/interp.js'
+import { videoPrice } from '../../server/pricing.js'
 import type { ProcessedFrames } from '../../server/video/transcode.js'
 import type { TypedJob, VideoParams } from '../../server/jobs/params.js'
 import { videoSettings } from '../../server/config.js'
@@ -117,6 +118,34 @@ t.test('submission: timestamps that disagree with the declared duration are refu
   const ok = await post(app, '/api/video-enhancer', key, { video_url: srv.put('honest.mkv', fs.readFileSync(honest)), model_name: 'frame_interpolation', fps: 60 })
   t.equal(ok.statusCode, 200, ok.body)
   t.match((await app.lucent.store.getJob(ok.json().data.job_id))?.params, { interp: { fps: '60', slowmo: 1 } })
+})
+
+t.test('submission without interpolation: a packet flood under a short declared duration is priced by its frames, refused past the bound', { skip: noTools }, async (t) => {
+  const app = await build(t)
+  app.lucent.queue.pause()
+  const srv = await inputServer(t)
+  const dir = t.testdir()
+  const { key, id } = await createKey(app, { coins: 100_000 })
+  const every100ms = (n: number) => Array.from({ length: n + 1 }, (_, i) => i * 100)
+  const submit = (file: string) => post(app, '/api/video-enhancer', key, { video_url: srv.put(path.basename(file), fs.readFileSync(file)), model_name: 'general_restore_1x', resolution: [32, 32] })
+  // 300 frames (30 s at 10 fps) in a file that declares 1 s: one network run per packet, so 30 s of work
+  const flood = crafted(dir, 'flood', 300, every100ms(300), 1000)
+  t.equal(probeDuration(flood), 1, 'declares 1 s')
+  const r = await submit(flood)
+  t.equal(r.statusCode, 200, r.body)
+  t.equal(r.json().data.consume_coins, videoPrice(app.lucent.prices, 'standard', 32, 32, 10, 30), 'priced by its 300 frames (30 s at 10 fps), not by the 1 s it declares')
+  t.ok(r.json().data.consume_coins > videoPrice(app.lucent.prices, 'standard', 32, 32, 10, 1))
+  // past the packet bound (4 x 1 s x 10 fps + 1000): refused before any debit
+  const before = await balance(app, id)
+  const huge = crafted(dir, 'huge', 1100, every100ms(1100), 1000)
+  const h = await submit(huge)
+  t.equal(h.statusCode, 400, h.body)
+  t.match(h.json(), { error_code: 110400008, detail: /more packets than/ })
+  t.equal(await balance(app, id), before, 'nothing debited')
+  // an honest file: priced by its declared duration, as before
+  const honest = crafted(dir, 'honest-cfr', 20, every100ms(20))
+  const o = await submit(honest)
+  t.equal(o.json().data.consume_coins, videoPrice(app.lucent.prices, 'standard', 32, 32, 10, probeDuration(honest)))
 })
 
 /** The runner of test/jobs/runners.ts on a real engine pool, every interpolateFrames call recorded. */
