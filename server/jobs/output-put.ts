@@ -14,6 +14,7 @@
  */
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
+import os from 'node:os'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { FetchError } from '../fetch/index.js'
@@ -108,8 +109,8 @@ export interface DeliveryDeps {
   storage: Pick<MediaStorage, 'get' | 'stream' | 'localPath'>
   outputPut?: OutputPutter
   log: { warn(o: object, msg: string): void }
-  /** Where a result that storage cannot hand out as a file is copied for the PUT (S3 video). */
-  tmpDir: string
+  /** Where a result that storage cannot hand out as a file is copied for the PUT (S3 video); default the OS's. */
+  tmpDir?: string
 }
 
 /** The delivery of `job`'s stored result (`resultKey`) to its output_put_url, for run.complete(); undefined
@@ -131,8 +132,9 @@ export function deliveryFor(d: DeliveryDeps, job: TypedJob, resultKey: string, l
         else {
           const obj = await d.storage.stream(resultKey)
           if (obj) {
-            await fsp.mkdir(d.tmpDir, { recursive: true })
-            tmp = path.join(d.tmpDir, `lucent-put-${job.id}-${process.pid}`)
+            const dir = d.tmpDir ?? os.tmpdir()
+            await fsp.mkdir(dir, { recursive: true })
+            tmp = path.join(dir, `lucent-put-${job.id}-${process.pid}`)
             await pipeline(obj.stream, fs.createWriteStream(tmp), { signal })
             body = { file: tmp, size: (await fsp.stat(tmp)).size }
           }

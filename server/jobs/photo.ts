@@ -1,5 +1,4 @@
 /** The photo job runner: original from storage -> engine (pool.enhance) -> result in storage -> completed. */
-import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import { engineErrorCode } from '../errors.js'
 import { contentTypeFor, photoResultExt } from '../media/formats.js'
@@ -16,8 +15,6 @@ export interface PhotoRunnerDeps {
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
   outputPut?: OutputPutter
-  /** Where a delivery copies a result storage has no file for (default: the OS temp dir). */
-  tmpDir?: string
 }
 
 export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<void> {
@@ -39,5 +36,5 @@ export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<
   const data = Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength)
   await d.storage.put(key, data, contentTypeFor(ext))
   // Extension: also into the caller's bucket, after the run (server/jobs/output-put.ts); never fails the job.
-  if (await run.complete(key, deliveryFor({ ...d, tmpDir: d.tmpDir ?? os.tmpdir() }, job, key, data))) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height }, 'job completed')
+  if (await run.complete(key, deliveryFor(d, job, key, data))) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height }, 'job completed')
 }

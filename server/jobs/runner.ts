@@ -4,7 +4,6 @@
  * returns once per delivery of a job id. A job whose result is already stored (its delivery to output_put_url
  * was cut by a shutdown or crash) is not run again: its result is delivered and the job completes.
  */
-import os from 'node:os'
 import { deliveryFor } from './output-put.js'
 import { settleAborted, type JobLifecycle, type Run } from './lifecycle.js'
 import type { PhotoJob, VideoJob } from './params.js'
@@ -32,7 +31,7 @@ export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome
     try {
       if (r.job.resultKey) {
         const key = r.job.resultKey
-        await r.complete(key, deliveryFor({ ...d, tmpDir: d.video?.tmpDir ?? os.tmpdir() }, r.job, key))
+        await r.complete(key, deliveryFor({ ...d, tmpDir: d.video.tmpDir }, r.job, key))
       } else if (isPhoto(r)) await runPhoto(d, r)
       else if (isVideo(r)) await runVideo(d, r)
     } catch (e) {
