@@ -292,11 +292,10 @@ export class JobLifecycle {
    *  crash of the process delivering it: a shared queue no longer holds them) go back into the queue, so that a
    *  worker delivers and completes them. Returns how many. */
   async redeliverStale(staleMs: number): Promise<number> {
-    const cutoff = Date.now() - staleMs
     let n = 0
-    for (const job of await this.d.store.jobsByStatus('CONVERTING')) {
-      if (!job.resultKey || job.updatedAt > cutoff || this.runs.has(job.id) || this.deliveries.has(job.id)) continue
-      await this.d.queue.enqueue(job.id, { force: true })
+    for (const id of await this.d.store.staleResults(Date.now() - staleMs)) {
+      if (this.runs.has(id) || this.deliveries.has(id)) continue
+      await this.d.queue.enqueue(id, { force: true })
       n++
     }
     if (n) this.d.log.warn({ jobs: n }, 'stored results nobody delivered: queued again')

@@ -346,6 +346,12 @@ export class PgStore implements Store {
     return r.rowCount === 1
   }
 
+  async staleResults(before: number): Promise<string[]> {
+    const r = await this.pool.query<{ id: string }>(
+      "SELECT id FROM jobs WHERE status = 'CONVERTING' AND result_key IS NOT NULL AND updated_at < $1", [before])
+    return r.rows.map((x) => x.id)
+  }
+
   async completeJob(id: string, resultKey: string): Promise<boolean> {
     const now = Date.now()
     const r = await this.pool.query(`UPDATE jobs SET status = 'COMPLETED', progress = 100, result_key = $1, updated_at = $2, completed_at = $2

@@ -185,6 +185,8 @@ export class SqliteStore implements Store {
       attempt: db.prepare<[number, string], { attempts: number }>('UPDATE jobs SET attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING attempts'),
       progress: db.prepare("UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'"),
       complete: db.prepare("UPDATE jobs SET status = 'COMPLETED', progress = 100, result_key = ?, updated_at = ?, completed_at = ? WHERE id = ? AND status = 'CONVERTING'"),
+      staleResults: db.prepare<[number], { id: string }>(
+        "SELECT id FROM jobs WHERE status = 'CONVERTING' AND result_key IS NOT NULL AND updated_at < ?"),
       storeResult: db.prepare(`UPDATE jobs SET result_key = ?, updated_at = ? WHERE id = ? AND status = 'CONVERTING'
         AND (result_key IS NULL OR result_key = ?)`),
       // a job whose result is stored can only complete (server/jobs/refund.ts)
@@ -287,6 +289,7 @@ export class SqliteStore implements Store {
   async storeResult(id: string, resultKey: string) {
     return this.s.storeResult.run(resultKey, Date.now(), id, resultKey).changes === 1
   }
+  async staleResults(before: number) { return this.s.staleResults.all(before).map((r) => r.id) }
   async completeJob(id: string, resultKey: string) {
     const now = Date.now()
     return this.s.complete.run(resultKey, now, now, id).changes === 1

@@ -126,6 +126,8 @@ export interface Store {
   /** Records the stored result of a CONVERTING job that has none yet (or the same one): from then on the job can
    *  only complete (failJob refuses it, nothing is refunded). False when the job is not CONVERTING. */
   storeResult(id: string, resultKey: string): Promise<boolean>
+  /** CONVERTING jobs with a stored result whose row was last written before `before` (ms epoch): ids. */
+  staleResults(before: number): Promise<string[]>
   /** Marks the job COMPLETED with `resultKey` (if CONVERTING). */
   completeJob(id: string, resultKey: string): Promise<boolean>
   /** Marks the job ERROR (if CONVERTING and without a stored result) and refunds it as server/jobs/refund.ts
