@@ -18,13 +18,18 @@ import cancelRelay from './plugins/cancel-relay.js'
 import lifecycle from './plugins/lifecycle.js'
 import webhooks from './plugins/webhooks.js'
 import playground from './playground.js'
+import { modelNameFormats } from './own-models/formats.js'
+import type { OwnModels } from './own-models/registry.js'
 
 export type { Lucent } from './context.js'
 export type { ClusterMode } from './roles/index.js'
 
 export async function build(config: Config, opts: { cluster?: ClusterMode } = {}): Promise<FastifyInstance> {
   const role = processRole(config, opts.cluster)      // roles/index.ts    what this process does (API, jobs, cluster place)
+  let own: OwnModels | undefined
   const app = Fastify({
+    // model_name: the catalog's names, then the operator's own models (own-models/formats.ts)
+    ajv: { customOptions: { formats: modelNameFormats(() => own) } },
     logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
     bodyLimit: 1 << 20,
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
@@ -32,6 +37,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   }).withTypeProvider<TypeBoxTypeProvider>()
   const backends = await openBackends(config, role)   // backends.ts       store, storage, queue, rate limits, registry
   app.decorate('lucent', createLucent(config, role, backends, app.log)) // context.ts  lifecycle, pool, metrics, kept answers
+  own = app.lucent.ownModels                          // own-models/        the operator's own networks (bring your own model)
   await app.register(errors)                          // plugins/errors.ts every failure as a spec error body
   await app.register(auth)                            // plugins/auth.ts   Apikey + token bucket on non-public routes
   await app.register(docs)                            // plugins/docs.ts   OpenAPI + /docs

@@ -46,7 +46,7 @@ export async function openStore(config: Config): Promise<Backends['store']> {
   return new SqliteStore(path.join(config.dataDir, 'lucent.db'))
 }
 
-async function openStorage(config: Config): Promise<Backends['storage']> {
+export async function openStorage(config: Config): Promise<Backends['storage']> {
   if (config.s3) {
     const { S3Storage } = await import('./storage/s3.js')
     return new S3Storage(config.s3)

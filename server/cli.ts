@@ -4,7 +4,7 @@
  *   serve      the service (roles: all, gateway, worker)
  *   keys       API keys: create (the webhook secret, then the key alone on the LAST line: scripts read it), update
  *              (webhook URL / new signing secret), list, revoke, topup
- *   models     model files: list, fetch, verify (server/models/cli.ts)
+ *   models     model files: list, fetch, verify, inspect (server/models/); your own models: add, remove (server/own-models/)
  *   enhance    the engine in this process on files, folders and globs (server/enhance/)
  *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
  *   config     the settings in effect and where each came from (server/settings.ts), secrets masked
@@ -293,7 +293,7 @@ keys.command('topup')
   .action((ref: string, n: string) => keysTopup(ref, n))
 
 const models = program.command('models')
-  .description('model files: state, fetch (upstream or a mirror, sha256-checked), verify')
+  .description('model files: state, fetch (upstream or a mirror, sha256-checked), verify; your own models: add, remove')
   .addHelpText('after', '\nExamples:\n  lucent models fetch\n  LUCENT_MODEL_MIRROR=../shared/models lucent models fetch --all\n  lucent models verify --quick')
 const modelsCmd = (name: string, description: string, extra: (c: Command) => Command) => extra(models.command(name)
   .description(description)
@@ -304,6 +304,8 @@ const modelsCmd = (name: string, description: string, extra: (c: Command) => Com
     const { runModelsCli } = await import('./models/index.js')
     const flags = Object.entries(o).flatMap(([k, v]) => v === undefined || v === false ? [] : v === true ? [`--${k}`] : [`--${k}`, v])
     process.exitCode = await runModelsCli([name, ...flags, ...names])
+    // the operator's own models after the files (server/own-models/cli.ts)
+    if (name === 'list' && !process.exitCode) await (await import('./own-models/cli.js')).printOwnModels()
   })
 modelsCmd('list', 'state, size, source and licence of each model file', (c) => c)
 modelsCmd('fetch', 'fetch missing or invalid files (mirror first, then upstream), sha256-checked, stored atomically', (c) => c
@@ -314,6 +316,8 @@ modelsCmd('verify', 'check sizes and sha256 of the model files', (c) => c
   .option('--quick', 'sizes only, no hashing'))
 const { addInspectCommand } = await import('./models/inspect.js') // `lucent models inspect FILE [--json]`
 addInspectCommand(models)
+const { addOwnModelCommands } = await import('./own-models/cli.js') // `lucent models add FILE`, `lucent models remove NAME`
+addOwnModelCommands(models)
 
 const enhance = await import('./enhance/command.js')
 if (process.argv.slice(2).includes('enhance')) await enhance.loadCatalog() // its help lists the models

@@ -76,6 +76,8 @@ export interface Config {
   jobTimeoutMs: number
   jobMaxAttempts: number
   keyCacheMs: number
+  /** Bring your own model: how often the registry is re-read from the store (server/own-models/registry.ts). */
+  ownModelsRefreshMs: number
   logLevel: string
   role: 'all' | 'gateway' | 'worker'
   httpProcesses: number
@@ -183,6 +185,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     jobTimeoutMs: num(env, 'LUCENT_JOB_TIMEOUT_MS'),
     jobMaxAttempts: num(env, 'LUCENT_JOB_MAX_ATTEMPTS'),
     keyCacheMs: num(env, 'LUCENT_KEY_CACHE_MS'),
+    ownModelsRefreshMs: num(env, 'LUCENT_OWN_MODELS_REFRESH_MS'),
     logLevel: str(env, 'LUCENT_LOG_LEVEL'),
     role: str(env, 'LUCENT_ROLE') as Config['role'],
     httpProcesses: num(env, 'LUCENT_HTTP_PROCESSES'),

@@ -19,6 +19,8 @@ import { loadPrices, type Prices } from './pricing.js'
 import { Authenticator } from './auth.js'
 import { Metrics } from './metrics.js'
 import { SqliteStore } from './store/sqlite.js'
+import { OwnModels } from './own-models/registry.js'
+import path from 'node:path'
 
 export interface Lucent {
   config: Config
@@ -37,6 +39,8 @@ export interface Lucent {
   engine: EngineState
   closing: boolean
   metrics: Metrics
+  /** The operator's own models (bring your own model), refreshed from the store (server/own-models/registry.ts). */
+  ownModels: OwnModels
   /** task-status answers kept in memory (server/jobs/status.ts). */
   status: StatusAnswers
   /** This process as a worker (registry heartbeat, /metrics, the cluster broadcast). */
@@ -77,6 +81,7 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
       workers: async () => registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : [],
     }),
     status: new StatusAnswers(role.hearsAllJobChanges),
+    ownModels: new OwnModels(store.ownModels, storage, { cacheDir: path.join(config.dataDir, 'own-models'), refreshMs: config.ownModelsRefreshMs }),
     localWorker() {
       const e = lucent.engine
       const info = e.info && 'backend' in e.info ? e.info : undefined

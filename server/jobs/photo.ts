@@ -7,6 +7,7 @@ import type { MediaStorage } from '../storage/types.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { PhotoJob } from './params.js'
 import { deliveryFor, type OutputPutter } from './output-put.js'
+import { OwnModelError, type OwnModels } from '../own-models/registry.js'
 
 export interface PhotoRunnerDeps {
   storage: MediaStorage
@@ -15,6 +16,19 @@ export interface PhotoRunnerDeps {
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
   outputPut?: OutputPutter
+  /** The operator's own models (bring your own model); absent: catalog models only. */
+  ownModels?: Pick<OwnModels, 'network'>
+}
+
+/** The network file of an own model (null: a catalog model); an own model gone meanwhile fails the run. */
+export async function ownNetwork(d: { ownModels?: Pick<OwnModels, 'network'> }, run: Pick<Run, 'fail'> & { job: { model: string } }, kind: 'photo' | 'video') {
+  try {
+    return { network: await d.ownModels?.network(run.job.model, kind) ?? null }
+  } catch (e) {
+    if (!(e instanceof OwnModelError)) throw e
+    await run.fail(e.errorCode, e.message)
+    return null
+  }
 }
 
 export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<void> {
@@ -22,8 +36,11 @@ export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<
   const original = await d.storage.get(job.originalKey)
   if (!original) return void await run.fail(engineErrorCode('storage'), 'original file is missing')
   const p = job.params
+  const own = await ownNetwork(d, run, 'photo')
+  if (!own) return
   const out = await d.pool.enhance(original.data, {
     model: job.model, format: p.format, exif: p.exif, dpi: p.dpi ?? undefined,
+    ...(own.network ? { network: own.network } : {}),
     // Extension: an output size of its own (server/jobs/output-size.ts)
     ...(p.target?.width !== undefined ? { targetWidth: p.target.width } : {}),
     ...(p.target?.height !== undefined ? { targetHeight: p.target.height } : {}),

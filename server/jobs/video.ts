@@ -35,6 +35,8 @@ import { runVideoJob, type FrameEngine } from '../video/job.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
 import { deliveryFor, type OutputPutter } from './output-put.js'
+import { ownNetwork } from './photo.js'
+import type { OwnModels } from '../own-models/registry.js'
 
 export interface VideoRunnerDeps {
   storage: MediaStorage
@@ -44,6 +46,8 @@ export interface VideoRunnerDeps {
   video: VideoSettings
   /** Extension: the PUT of a result to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
   outputPut?: OutputPutter
+  /** The operator's own models (bring your own model); absent: catalog models only. */
+  ownModels?: Pick<OwnModels, 'network' | 'video'>
 }
 
 /** Frames per engine call (server/video/job.ts, the one video job of the server and `lucent enhance`). */
@@ -52,8 +56,10 @@ export { batchFor } from '../video/job.js'
 export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<void> {
   const { job } = run
   const { ext, resolution: target } = job.params
-  const model = VIDEO_MODELS.get(job.model)
+  const model = VIDEO_MODELS.get(job.model) ?? d.ownModels?.video(job.model)
   if (!model) return void await run.fail(110400005, `unknown video model ${job.model}`)
+  const own = await ownNetwork(d, run, 'video')
+  if (!own) return
 
   const tools = d.video
   const missing = await missingVideoTools(tools)
@@ -83,7 +89,7 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     const plan = job.params.interp ?? null
     const engine: FrameEngine = {
       enhanceFrames: async (frames, o) => {
-        const out = await d.pool.enhanceFrames(frames, o, { signal: run.signal })
+        const out = await d.pool.enhanceFrames(frames, own.network ? { ...o, network: own.network } : o, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height, faceState: out.faceState }
       },

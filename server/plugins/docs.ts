@@ -2,6 +2,7 @@
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
+import { modelNameDocs } from '../own-models/formats.js'
 
 export default fp(async (app) => {
   app.addHook('onRoute', (route) => {
@@ -16,6 +17,8 @@ export default fp(async (app) => {
       },
       components: { securitySchemes: { apikey: { type: 'apiKey', in: 'header', name: 'Apikey' } } },
     },
+    // model_name is checked by a format (the operator's own models come and go); the document lists the catalog's
+    transform: ({ schema, url }) => ({ schema: modelNameDocs(schema), url }),
   })
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } })
 }, { name: 'lucent-docs' })

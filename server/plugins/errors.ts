@@ -8,7 +8,8 @@ import { ApiError, errorBody, type ErrorCode } from '../errors.js'
 
 function mapValidation(err: FastifyError): ErrorCode {
   const v = err.validation?.[0]
-  if (v && v.keyword === 'enum' && v.instancePath === '/model_name') return 110400005
+  // an unknown model_name (server/own-models/formats.ts: the catalog's names, then the operator's own models)
+  if (v && (v.keyword === 'enum' || v.keyword === 'format') && v.instancePath === '/model_name') return 110400005
   return 100403000
 }
 

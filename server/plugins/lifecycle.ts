@@ -18,11 +18,13 @@ export default fp(async (app) => {
   let redeliverTimer: NodeJS.Timeout | undefined
 
   app.addHook('onReady', async () => {
+    // the operator's own models: loaded before the first request, then refreshed (server/own-models/registry.ts)
+    await l.ownModels.start().catch((err) => app.log.warn({ err }, 'own models: the registry could not be read'))
     const pool = l.pool
     if (pool) {
       const shared = !!config.redisUrl
       const runner = makeRunner({
-        jobs: l.jobs, storage, pool, log: app.log, video: config.video, outputPut: outputPutter({ store, config }),
+        jobs: l.jobs, storage, pool, log: app.log, video: config.video, outputPut: outputPutter({ store, config }), ownModels: l.ownModels,
         // BullMQ: a run that threw (storage/database hiccup) is retried with backoff until the last attempt
         retry: shared ? (_e, attempt) => attempt < config.jobMaxAttempts : undefined,
       })
@@ -65,6 +67,7 @@ export default fp(async (app) => {
 
   app.addHook('onClose', async () => {
     l.closing = true
+    l.ownModels.stop()
     l.jobs.shutdown()
     clearInterval(sweepTimer)
     clearInterval(redeliverTimer)

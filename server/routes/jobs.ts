@@ -5,7 +5,6 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError, CANCELED_CODE, QUEUE_FULL_CODE } from '../errors.js'
-import { photoModel, videoModel } from '../catalog.js'
 import { PHOTO_INPUT_FORMATS, contentTypeFor, normExt, photoFormat, videoOutputExtensions } from '../media/formats.js'
 import { photoJobPrice, videoJobPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
@@ -102,7 +101,8 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const idempotency = idempotencyOf('/api/photo-enhancer', req.headers, b)
     const replay = await lookup(l, req.apiKey!.id, idempotency)
     if (replay) return armed(l, replay)
-    const model = photoModel(b.model_name)
+    // the catalog's models, then the operator's own (server/own-models/registry.ts)
+    const model = l.ownModels.photo(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension)
     const format = ext ? photoFormat(ext) : undefined
@@ -122,7 +122,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       let target: { width?: number; height?: number } | undefined
       if (asksForSize(b)) {
         // Extension: any output size (server/jobs/output-size.ts): the family member that runs, its limits.
-        const o = outputSize(b, model, upright.width, upright.height)
+        const o = outputSize(b, model, upright.width, upright.height, undefined, l.ownModels.photoModels())
         run = o.model
         output = { width: o.width, height: o.height }
         target = o.target
@@ -132,7 +132,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         if (inPx * model.scale * model.scale > lim.maxOutMP * 1e6) throw new ApiError(110400010)
       }
       // the larger of the output asked for and the networks' own output (server/pricing.ts)
-      const coins = photoJobPrice(l.prices, run, upright, target ? output : undefined)
+      const coins = photoJobPrice(l.prices, run, upright, target ? output : undefined, l.ownModels.photoModels())
       const id = newJobId()
       const originalKey = `o/${id}.${sn.format}`
       await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
@@ -162,7 +162,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     },
     preValidation: async (req) => {
       const b = req.body as Record<string, unknown> | null
-      if (b && typeof b === 'object' && typeof b.model_name === 'string' && videoModel(b.model_name)?.interpolation && b.resolution === undefined) {
+      if (b && typeof b === 'object' && typeof b.model_name === 'string' && l.ownModels.video(b.model_name)?.interpolation && b.resolution === undefined) {
         b.resolution = [1, 1]
         keepSize.add(req)
       }
@@ -172,7 +172,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const idempotency = idempotencyOf('/api/video-enhancer', req.headers, b)
     const replay = await lookup(l, req.apiKey!.id, idempotency)
     if (replay) return armed(l, replay)
-    const model = videoModel(b.model_name)
+    const model = l.ownModels.video(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')
     if (!ext || !videoOutputExtensions.includes(ext)) throw new ApiError(110400007)

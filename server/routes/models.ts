@@ -4,7 +4,8 @@
  *
  * Public (no Apikey): it says nothing that /docs and docs/ do not (names, limits, the price tables in
  * force), and the playground shows it before a key is entered. The answer is built once per process (prices
- * are loaded at start) and revalidated with an ETag.
+ * are loaded at start), again when the operator's own models change, and revalidated with an ETag. The operator's
+ * own models (bring your own model, server/own-models/) follow the catalog's, each with an `own` field.
  *
  * Sources: models/catalog.json (generated from native/engine/src/catalog.rs: names, families, aliases, scales,
  * price classes, limits, descriptions, availability), the accepted formats (server/media/formats.ts) and the
@@ -15,6 +16,8 @@ import crypto from 'node:crypto'
 import { Type, type Static } from 'typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { readCatalog, type CatalogModel } from '../catalog.js'
+import { asCatalogModels } from '../own-models/registry.js'
+import type { OwnModel } from '../store/own-models.js'
 import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
 import { photoTable, videoTable, type Prices } from '../pricing.js'
 import { INTERP_LIMITS } from '../video/interp.js'
@@ -50,6 +53,11 @@ const ModelEntry = Type.Object({
   description: Type.String(),
   available: Type.Boolean({ description: "false: accepted by the API, but the engine's catalog says it cannot run here (the job ends in ERROR, refunded)" }),
   price: Type.Union([PhotoPrice, VideoPrice]),
+  own: Type.Optional(Type.Object({
+    architecture: Type.String({ description: "spandrel's architecture id (ESRGAN, Compact, SPAN, PLKSR ...) or ncnn" }),
+    format: Type.String({ description: 'pytorch, pytorch-legacy, safetensors or ncnn' }),
+    sha256: Type.String(),
+  }, { description: "Extension: present on the operator's own models (`lucent models add`), absent on the catalog's" })),
   limits: Type.Object({
     max_input_mp: Type.Union([Type.Number(), Type.Null()], { description: 'null = no limit' }),
     max_output_mp: Type.Number(),
@@ -73,14 +81,14 @@ export const ModelsData = Type.Object({
 export type ModelsAnswer = Static<typeof ModelsData>
 
 /** The answer's data for the price tables in force and the catalog (models/catalog.json by default). */
-export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog()): ModelsAnswer {
+export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog(), own: OwnModel[] = []): ModelsAnswer {
   const scalesOf = (m: CatalogModel) =>
     [...new Set(catalog.filter((o) => o.kind === m.kind && o.family === m.family).map((o) => o.scale))].sort((a, b) => a - b)
   const common = (m: CatalogModel) => ({
     name: m.name, kind: m.kind, family: m.family, scale: m.scale, family_scales: scalesOf(m), category: m.price_class,
     aliases: [...m.aliases], description: m.description, available: m.available,
   })
-  const models = catalog.map((m) => {
+  const models: ModelsAnswer['models'] = catalog.map((m) => {
     if (m.kind === 'photo') {
       return {
         ...common(m),
@@ -97,6 +105,13 @@ export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog
       },
     }
   })
+  // the operator's own models after the catalog's (an own model is its own family, of one scale)
+  for (const o of own) {
+    for (const m of asCatalogModels(o)) {
+      const [entry] = modelsData(prices, [m]).models
+      models.push({ ...entry!, own: { architecture: o.architecture, format: o.format, sha256: o.sha256 } })
+    }
+  }
   return {
     models,
     formats: { photo: [...photoExtensions], video_input: [...videoInputExtensions], video_output: [...videoOutputExtensions] },
@@ -104,8 +119,20 @@ export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog
 }
 
 const routes: FastifyPluginAsyncTypebox = async (app) => {
-  const body = ok(modelsData(app.lucent.prices))
-  const etag = `"${crypto.hash('sha256', JSON.stringify(body), 'base64url').slice(0, 27)}"`
+  const catalog = readCatalog()
+  let built = -1
+  let body = ok(modelsData(app.lucent.prices, catalog))
+  let etag = ''
+  // rebuilt when the operator's own models change (server/own-models/registry.ts generation)
+  const current = () => {
+    const own = app.lucent.ownModels
+    if (built !== own.generation) {
+      body = ok(modelsData(app.lucent.prices, catalog, own.list()))
+      etag = `"${crypto.hash('sha256', JSON.stringify(body), 'base64url').slice(0, 27)}"`
+      built = own.generation
+    }
+    return { body, etag }
+  }
   app.get('/api/models', {
     config: { public: true },
     schema: {
@@ -113,6 +140,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       security: [], response: { 200: Envelope(ModelsData), 304: Type.Null() },
     },
   }, async (req, reply) => {
+    const { body, etag } = current()
     reply.header('etag', etag).header('cache-control', 'no-cache')
     if (req.headers['if-none-match'] === etag) return reply.code(304).send(null)
     return body

@@ -1,5 +1,5 @@
 import { Type, type TSchema } from 'typebox'
-import { PHOTO_MODEL_NAMES, VIDEO_MODEL_NAMES } from '../catalog.js'
+import { PHOTO_MODEL_FORMAT, VIDEO_MODEL_FORMAT } from '../own-models/formats.js'
 import { WEBHOOK_EVENTS } from '../store/webhooks.js'
 
 export const Envelope = <T extends TSchema>(data: T) => Type.Object({
@@ -26,7 +26,7 @@ const callbackFields = {
 }
 
 export const PhotoBody = Type.Object({
-  model_name: Type.String({ enum: PHOTO_MODEL_NAMES, description: 'Photo model (aliases sharpen_denoise, detail_denoise accepted)' }),
+  model_name: Type.String({ format: PHOTO_MODEL_FORMAT, description: "Photo model (aliases sharpen_denoise, detail_denoise accepted; also the operator's own models, GET /api/models)" }),
   img_url: Type.String({ description: 'http(s) URL of the image, or an access_url/url from the upload facility' }),
   extension: Type.String({ description: 'Output file extension with a leading dot: .bmp .jpeg .jpg .png .jfif .tga .tiff .webp .heif' }),
   exif: Type.Optional(Type.Boolean({ default: false })),
@@ -41,7 +41,7 @@ export const PhotoBody = Type.Object({
 
 export const VideoBody = Type.Object({
   video_url: Type.String(),
-  model_name: Type.String({ enum: VIDEO_MODEL_NAMES }),
+  model_name: Type.String({ format: VIDEO_MODEL_FORMAT, description: "Video model (also the operator's own models, GET /api/models)" }),
   resolution: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[width, height] of the output (may be left out for frame_interpolation: the input size)' }),
   extension: Type.Optional(Type.String({ default: '.mp4', description: '.mp4 .mov .mkv .m4v .avi .gif' })),
   original_resolution: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }))),

@@ -11,6 +11,7 @@
 import pg from 'pg'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
+import { OWN_MODELS_MIGRATION_PG, PgOwnModels } from './own-models.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
@@ -103,6 +104,8 @@ const MIGRATIONS: string[] = [
   `,
   // --- webhooks: held subscriptions, bounded replays (./webhooks-postgres.ts) ---
   WEBHOOK_MIGRATION_PG_2,
+  // --- bring your own model: the operator's networks (./own-models.ts) ---
+  OWN_MODELS_MIGRATION_PG,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -147,6 +150,7 @@ export interface PgStoreOptions {
 export class PgStore implements Store {
   readonly pool: pg.Pool
   readonly webhooks: PgWebhooks
+  readonly ownModels: PgOwnModels
   private closed = false
 
   private constructor(url: string, o: PgStoreOptions) {
@@ -154,6 +158,7 @@ export class PgStore implements Store {
     // An idle client losing its connection must not crash the process; the pool replaces it.
     this.pool.on('error', () => {})
     this.webhooks = new PgWebhooks(this.pool)
+    this.ownModels = new PgOwnModels(this.pool)
   }
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */

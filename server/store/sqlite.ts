@@ -4,6 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
+import { OWN_MODELS_SCHEMA_SQLITE, SqliteOwnModels } from './own-models.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
 const SCHEMA = `
@@ -117,6 +118,7 @@ const toJob = (r: JobRow): Job => ({
 export class SqliteStore implements Store {
   readonly db: Database.Database
   readonly webhooks: SqliteWebhooks
+  readonly ownModels: SqliteOwnModels
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
   private txFail: Database.Transaction<(id: string, code: number, msg: string, cause: EndCause) => boolean>
@@ -139,6 +141,9 @@ export class SqliteStore implements Store {
     // --- webhooks: key secrets, job subscriptions, the outbox + its trigger on jobs (./webhooks-sqlite.ts) ---
     this.db.exec(WEBHOOK_SCHEMA_SQLITE)
     this.webhooks = new SqliteWebhooks(this.db)
+    // --- bring your own model: the operator's networks (./own-models.ts) ---
+    this.db.exec(OWN_MODELS_SCHEMA_SQLITE)
+    this.ownModels = new SqliteOwnModels(this.db)
     const db = this.db
     this.s = {
       keyByHash: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?'),

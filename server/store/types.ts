@@ -1,6 +1,7 @@
 /** Persistence interface (keys, jobs, ledger): SQLite (sqlite.ts) or PostgreSQL (postgres.ts). Job state is
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
 import type { WebhookStore } from './webhooks.js'
+import type { OwnModelStore } from './own-models.js'
 import type { EndCause } from '../jobs/refund.js'
 
 export interface ApiKey {
@@ -147,6 +148,8 @@ export interface Store {
   recordThroughput(model: string, backend: string, msPerUnit: number, alpha: number): Promise<void>
   /** Webhook secrets, subscriptions and the delivery outbox (./webhooks.ts). */
   readonly webhooks: WebhookStore
+  /** The operator's own networks (bring your own model, ./own-models.ts). */
+  readonly ownModels: OwnModelStore
   /** The key's newest `limit` ledger rows, newest first. */
   recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]>
   /** Extension: record the state of a job's output PUT (insert or replace). */

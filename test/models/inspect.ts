@@ -14,6 +14,7 @@ import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { runModelsCli } from '../../server/models/index.js'
 import { MAX_MODEL_BYTES } from '../../server/models/inspect.js'
+import { zipStored } from '../support/zip.js'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const bin = path.join(root, 'bin', 'lucent.js')
@@ -46,52 +47,6 @@ function tmpdir(): string {
   return d
 }
 
-function crc32(b: Buffer): number {
-  let c = ~0 >>> 0
-  for (const x of b) {
-    c ^= x
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
-  }
-  return ~c >>> 0
-}
-
-/** A zip of stored (uncompressed) entries, as torch.save writes them. */
-function zip(entries: [string, Buffer][]): Buffer {
-  const local: Buffer[] = []
-  const central: Buffer[] = []
-  let off = 0
-  for (const [name, data] of entries) {
-    const n = Buffer.from(name)
-    const crc = crc32(data)
-    const h = Buffer.alloc(30)
-    h.writeUInt32LE(0x04034b50, 0)
-    h.writeUInt16LE(20, 4)
-    h.writeUInt32LE(crc, 14)
-    h.writeUInt32LE(data.length, 18)
-    h.writeUInt32LE(data.length, 22)
-    h.writeUInt16LE(n.length, 26)
-    local.push(h, n, data)
-    const c = Buffer.alloc(46)
-    c.writeUInt32LE(0x02014b50, 0)
-    c.writeUInt16LE(20, 4)
-    c.writeUInt16LE(20, 6)
-    c.writeUInt32LE(crc, 16)
-    c.writeUInt32LE(data.length, 20)
-    c.writeUInt32LE(data.length, 24)
-    c.writeUInt16LE(n.length, 28)
-    c.writeUInt32LE(off, 42)
-    central.push(c, n)
-    off += h.length + n.length + data.length
-  }
-  const cd = Buffer.concat(central)
-  const end = Buffer.alloc(22)
-  end.writeUInt32LE(0x06054b50, 0)
-  end.writeUInt16LE(entries.length, 8)
-  end.writeUInt16LE(entries.length, 10)
-  end.writeUInt32LE(cd.length, 12)
-  end.writeUInt32LE(off, 16)
-  return Buffer.concat([...local, cd, end])
-}
 
 t.test('golden files: architecture, scale, channels and format as the goldens say (table and --json)', { skip }, async (t) => {
   // an ESRGAN zip .pth with a pixel-unshuffle warning, a legacy ESRGAN .pth, a Compact .safetensors, SPAN, RealPLKSR
@@ -142,7 +97,7 @@ t.test('a crafted pickle calling posix.system: exit 1, the global named, nothing
   len.writeUInt32LE(cmd.length)
   const pkl = Buffer.concat([Buffer.from('\x80\x02cposix\nsystem\nX', 'latin1'), len, cmd, Buffer.from('\x85R.', 'latin1')])
   const file = path.join(d, 'evil.pth')
-  fs.writeFileSync(file, zip([['archive/data.pkl', pkl], ['archive/version', Buffer.from('3\n')]]))
+  fs.writeFileSync(file, zipStored([['archive/data.pkl', pkl], ['archive/version', Buffer.from('3\n')]]))
   const r = lucent(['models', 'inspect', file])
   t.equal(r.status, 1, r.stderr)
   t.equal(r.stdout, '')

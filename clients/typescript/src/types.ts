@@ -150,6 +150,8 @@ export interface ModelInfo {
   description: string
   available: boolean
   price: PhotoPrice | VideoPrice
+  /** Extension: present on the operator's own models (bring your own model), absent on the catalog's. */
+  own?: { architecture: string; format: string; sha256: string }
   limits: {
     max_input_mp: number | null
     max_output_mp: number

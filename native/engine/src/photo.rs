@@ -4,7 +4,7 @@
 
 use crate::catalog::{self, Category, Kind, Limits};
 use crate::orient::{apply_orientation, reset_exif_orientation};
-use crate::pipelines;
+use crate::pipelines::{self, custom::CustomSr, Enhancer};
 use crate::raster::{Raster, Samples};
 use crate::resample::resize;
 use crate::runtime::Runtime;
@@ -29,6 +29,21 @@ pub struct EnhanceOptions {
     /// keeps the aspect ratio; neither: the model's size. Each 1..=[`MAX_TARGET_SIDE`].
     pub target_width: Option<u32>,
     pub target_height: Option<u32>,
+    /// Bring your own model: run this network file instead of a catalog model (`model` then only
+    /// names it in messages). None: the catalog model `model`.
+    pub network: Option<NetworkFile>,
+}
+
+/// An operator's own network for one call (pipelines/custom.rs): the file, the side multiple its
+/// input needs, and the photo limits the caller gives it (the server's registry decides them).
+#[derive(Debug, Clone)]
+pub struct NetworkFile {
+    /// A `.pth` / `.pt` / `.ckpt` / `.safetensors` file, or an ncnn stem (`x` for `x.param` + `x.bin`).
+    pub path: String,
+    /// Input sides are padded to a multiple of this per tile (1: none).
+    pub multiple: usize,
+    pub max_in_mp: u32,
+    pub max_out_mp: u32,
 }
 
 /// Largest output side `target_width` / `target_height` may ask for (JPEG's limit).
@@ -101,8 +116,20 @@ fn ms_since(t: Instant) -> f64 {
 /// Decode `bytes`, run the photo model, encode. `progress` gets 0..=100.
 pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cancel, progress: &dyn Fn(u32)) -> Result<EnhanceOutput> {
     let t0 = Instant::now();
-    let model = catalog::lookup(Kind::Photo, &opts.model)?;
-    let pipeline = pipelines::for_model(model)?;
+    let (pipeline, name, (max_in_mp, max_out_mp), category, s): (Box<dyn Enhancer>, &str, _, _, _) = match &opts.network {
+        None => {
+            let model = catalog::lookup(Kind::Photo, &opts.model)?;
+            let Limits::Photo { max_in_mp, max_out_mp } = model.limits() else {
+                return Err(Error::new(Code::Internal, format!("photo model {} has no photo limits", model.name)));
+            };
+            (pipelines::for_model(model)?, model.name, (max_in_mp, max_out_mp), model.category, model.scale as u64)
+        }
+        Some(n) => {
+            let p = CustomSr::open(rt, &n.path, n.multiple)?;
+            let s = p.scale() as u64;
+            (Box::new(p), opts.model.as_str(), (n.max_in_mp, n.max_out_mp), Category::Enhance, s)
+        }
+    };
     let format = parse_format(&opts.format)?;
     if let Some(d) = opts.dpi {
         if !(d.is_finite() && d > 0.0 && d <= 1_000_000.0) {
@@ -119,23 +146,19 @@ pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cance
     cancel.check()?;
 
     // The model's limits, checked on the header before any pixel is decoded.
-    let Limits::Photo { max_in_mp, max_out_mp } = model.limits() else {
-        return Err(Error::new(Code::Internal, format!("photo model {} has no photo limits", model.name)));
-    };
     let (max_in, max_out) = (max_in_mp as u64 * 1_000_000, max_out_mp as u64 * 1_000_000);
     let p = lucent_codec::probe(bytes).map_err(map_codec)?;
     let in_px = p.width as u64 * p.height as u64;
-    let s = model.scale as u64;
     if in_px > max_in {
         return Err(Error::new(
             Code::ImageTooLarge,
-            format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, max_in_mp, model.name),
+            format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, max_in_mp, name),
         ));
     }
     if in_px * s * s > max_out {
         return Err(Error::new(
             Code::ImageTooLarge,
-            format!("output {}x{} would be over the {} MP limit of {}", p.width as u64 * s, p.height as u64 * s, max_out_mp, model.name),
+            format!("output {}x{} would be over the {} MP limit of {}", p.width as u64 * s, p.height as u64 * s, max_out_mp, name),
         ));
     }
     let limits = lucent_codec::Limits { max_pixels: max_in, ..Default::default() };
@@ -158,7 +181,7 @@ pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cance
     if tw as u64 * th as u64 > max_out || tw > MAX_TARGET_SIDE as usize || th > MAX_TARGET_SIDE as usize {
         return Err(Error::new(
             Code::ImageTooLarge,
-            format!("output {tw}x{th} is over the {max_out_mp} MP limit of {} (or a side over {MAX_TARGET_SIDE})", model.name),
+            format!("output {tw}x{th} is over the {max_out_mp} MP limit of {name} (or a side over {MAX_TARGET_SIDE})"),
         ));
     }
     progress(5);
@@ -179,7 +202,7 @@ pub fn enhance(rt: &Runtime, bytes: &[u8], opts: &EnhanceOptions, cancel: &Cance
     let te = Instant::now();
     let (width, height) = (out.width as u32, out.height as u32);
     let img = raster_to_image(out, meta);
-    let dpi = match model.category {
+    let dpi = match category {
         Category::Enhance => opts.dpi,
         Category::Generative => None,
     };

@@ -73,7 +73,7 @@ impl Runtime {
             return Err(Error::new(Code::InvalidArgument, format!("network path '{stem}' leaves the model dir")));
         }
         let path = self.model_dir.join(stem);
-        let net = Arc::new(Net::load_stem(&path)?);
+        let net = Arc::new(if is_weights_file(&path) { load_weights(&path)? } else { Net::load_stem(&path)? });
         let in_blob = net
             .blob("data")
             .or_else(|| net.input_blobs().first().copied())
@@ -86,6 +86,12 @@ impl Runtime {
         let l = LoadedNet { stem: stem.to_string(), net, prepared, in_blob, out_blob };
         *s = Some(l.clone());
         Ok(l)
+    }
+
+    /// Drop a loaded network (an operator removed a model of their own): the next [`Self::network`]
+    /// call for `stem` loads it again.
+    pub fn forget(&self, stem: &str) -> bool {
+        lock(&self.networks).remove(stem).is_some()
     }
 
     /// Tile side (input px) for a network on this runtime.
@@ -127,4 +133,18 @@ impl Runtime {
         };
         SrSpec::with_prepost(stem, PrePost { pad_mode, pad, crop: pad * net_scale, net_scale }, net_scale, 16)
     }
+}
+
+/// A bring-your-own weights file (PyTorch or safetensors), by extension; anything else is an ncnn
+/// stem (`.param` + `.bin`).
+pub fn is_weights_file(path: &Path) -> bool {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    matches!(ext.as_str(), "pth" | "pt" | "ckpt" | "safetensors")
+}
+
+/// Read a weights file and build its network (lucent_models: nothing in the file is executed).
+fn load_weights(path: &Path) -> Result<Net> {
+    let bytes = std::fs::read(path).map_err(|e| Error::new(Code::ModelMissing, format!("cannot read {}: {e}", path.display())))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("model");
+    Ok(lucent_models::load(&bytes, name, &lucent_models::Limits::default())?.net)
 }

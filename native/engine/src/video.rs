@@ -35,7 +35,17 @@ pub struct FramesOutput {
 /// this batch only, i.e. face tracks smoothed within the batch).
 pub fn enhance_frames(rt: &Runtime, frames: Frames<'_>, model: &str, state: Option<&mut VideoState>, cancel: &Cancel) -> Result<FramesOutput> {
     let m = catalog::lookup(Kind::Video, model)?;
-    let pipeline = pipelines::for_model(m)?;
+    run_frames(rt, frames, pipelines::for_model(m)?.as_ref(), state, cancel)
+}
+
+/// Bring your own model: [`enhance_frames`] through an operator's network file (see
+/// [`crate::pipelines::custom`]; `multiple`: the side multiple its input needs).
+pub fn enhance_frames_custom(rt: &Runtime, frames: Frames<'_>, path: &str, multiple: usize, cancel: &Cancel) -> Result<FramesOutput> {
+    let pipeline = crate::pipelines::custom::CustomSr::open(rt, path, multiple)?;
+    run_frames(rt, frames, &pipeline, None, cancel)
+}
+
+fn run_frames(rt: &Runtime, frames: Frames<'_>, pipeline: &dyn crate::pipelines::Enhancer, state: Option<&mut VideoState>, cancel: &Cancel) -> Result<FramesOutput> {
     let (w, h, s) = (frames.width, frames.height, pipeline.scale());
     let (ow, oh) = (w * s, h * s);
     let (frame, oframe, mut out) = frame_batch(frames, ow, oh)?;

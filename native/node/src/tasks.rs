@@ -28,6 +28,34 @@ pub struct EnhanceOptions {
     pub target_width: Option<f64>,
     /// Output height in pixels (see targetWidth).
     pub target_height: Option<f64>,
+    /// Bring your own model: run this network file instead of the catalog model `model` (which then
+    /// only names it in messages).
+    pub network: Option<NetworkFile>,
+}
+
+/// An operator's own network (bring your own model) for one call.
+#[napi(object)]
+#[derive(Clone)]
+pub struct NetworkFile {
+    /// A `.pth` / `.pt` / `.ckpt` / `.safetensors` file, or an ncnn stem (`x` for `x.param` + `x.bin`).
+    pub path: String,
+    /// Input sides must be a multiple of this (pixel-unshuffle, attention windows): each tile is
+    /// reflect-padded to it and the output cropped back. Default 1.
+    pub multiple: Option<u32>,
+    /// Photo limits in megapixels (default 70 in, 432 out, as the catalog's enhance models).
+    pub max_in_mp: Option<u32>,
+    pub max_out_mp: Option<u32>,
+}
+
+impl NetworkFile {
+    fn engine(&self) -> lucent_engine::photo::NetworkFile {
+        lucent_engine::photo::NetworkFile {
+            path: self.path.clone(),
+            multiple: self.multiple.unwrap_or(1).max(1) as usize,
+            max_in_mp: self.max_in_mp.unwrap_or(70),
+            max_out_mp: self.max_out_mp.unwrap_or(432),
+        }
+    }
 }
 
 /// A JS number as an output side: a whole number 1..=MAX_TARGET_SIDE.
@@ -65,6 +93,8 @@ pub struct FramesOptions {
     /// The per-video state (`faceState`) the previous batch of the same video returned; omit it
     /// for a video's first batch. Models that keep no state ignore it.
     pub face_state: Option<Buffer>,
+    /// Bring your own model: run this network file instead of the catalog model `model`.
+    pub network: Option<NetworkFile>,
 }
 
 #[napi(object)]
@@ -202,6 +232,7 @@ pub fn enhance(
             format: opts.format,
             exif: opts.exif.unwrap_or(false),
             dpi: opts.dpi,
+            network: opts.network.as_ref().map(NetworkFile::engine),
             ..Default::default()
         },
         quality: opts.quality,
@@ -216,6 +247,7 @@ pub fn enhance(
 pub struct FramesTask {
     data: Vec<u8>,
     model: String,
+    network: Option<NetworkFile>,
     w: usize,
     h: usize,
     count: usize,
@@ -233,7 +265,15 @@ impl Task for FramesTask {
         let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
             let mut state = VideoState::from_bytes(self.state.as_deref().unwrap_or(&[]));
             let frames = Frames::new(&self.data, self.w, self.h, self.count);
-            let out = engine.enhance_frames(frames, &self.model, Some(&mut state), &self.cancel)?;
+            let out = match &self.network {
+                None => engine.enhance_frames(frames, &self.model, Some(&mut state), &self.cancel)?,
+                Some(n) => {
+                    let n = n.engine();
+                    lucent_engine::guard("enhance_frames", || {
+                        lucent_engine::video::enhance_frames_custom(engine.runtime(), frames, &n.path, n.multiple, &self.cancel)
+                    })?
+                }
+            };
             Ok((out, state))
         });
         self.data = Vec::new();
@@ -273,6 +313,7 @@ pub fn enhance_frames(
     Ok(AsyncTask::new(FramesTask {
         data: frames.to_vec(),
         model: opts.model,
+        network: opts.network,
         w: opts.width as usize,
         h: opts.height as usize,
         count: opts.count as usize,

@@ -3,6 +3,7 @@
 //! place that turns a catalog entry into its pipeline.
 //!
 //! - `sr.rs`: plain tiled super-resolution (catalog `TiledSr`; its data is a `tiling::SrSpec`)
+//! - `custom.rs`: an operator's own network file (bring your own model), no catalog entry
 //! - `srmd.rs`: SRMD / SRMDNF (`Srmd`)
 //! - `denoise.rs`: blind FFDNet denoising (`Denoise`), with its noise estimator `noise.rs`
 //! - `face/`: face / portrait models (`Face`): detector, blend masks, face-crop images, tracks
@@ -13,6 +14,7 @@
 //! A new pipeline: a file here implementing [`Enhancer`], a `catalog::Pipeline` variant holding
 //! its data, and an arm in [`for_model`].
 
+pub mod custom;
 pub mod denoise;
 pub mod face;
 pub mod interp;

@@ -1,0 +1,40 @@
+/** Zip archives made in tests: stored (uncompressed) entries, as torch.save writes them (model-file suites). */
+import zlib from 'node:zlib'
+
+/** A zip of stored (uncompressed) entries, as torch.save writes them. */
+export function zipStored(entries: [string, Buffer][]): Buffer {
+  const local: Buffer[] = []
+  const central: Buffer[] = []
+  let off = 0
+  for (const [name, data] of entries) {
+    const n = Buffer.from(name)
+    const crc = zlib.crc32(data) >>> 0
+    const h = Buffer.alloc(30)
+    h.writeUInt32LE(0x04034b50, 0)
+    h.writeUInt16LE(20, 4)
+    h.writeUInt32LE(crc, 14)
+    h.writeUInt32LE(data.length, 18)
+    h.writeUInt32LE(data.length, 22)
+    h.writeUInt16LE(n.length, 26)
+    local.push(h, n, data)
+    const c = Buffer.alloc(46)
+    c.writeUInt32LE(0x02014b50, 0)
+    c.writeUInt16LE(20, 4)
+    c.writeUInt16LE(20, 6)
+    c.writeUInt32LE(crc, 16)
+    c.writeUInt32LE(data.length, 20)
+    c.writeUInt32LE(data.length, 24)
+    c.writeUInt16LE(n.length, 28)
+    c.writeUInt32LE(off, 42)
+    central.push(c, n)
+    off += h.length + n.length + data.length
+  }
+  const cd = Buffer.concat(central)
+  const end = Buffer.alloc(22)
+  end.writeUInt32LE(0x06054b50, 0)
+  end.writeUInt16LE(entries.length, 8)
+  end.writeUInt16LE(entries.length, 10)
+  end.writeUInt32LE(cd.length, 12)
+  end.writeUInt32LE(off, 16)
+  return Buffer.concat([...local, cd, end])
+}
