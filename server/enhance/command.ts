@@ -9,6 +9,7 @@ import { loadConfig } from '../config.js'
 import { photoExtensions, videoOutputExtensions, photoFormat, normExt } from '../media/formats.js'
 import type { EnhanceSettings, ItemError } from './engine.js'
 import type { Mode } from './report.js'
+import type { OwnForEnhance } from '../own-models/cli.js'
 
 const posInt = (name: string, max = Number.MAX_SAFE_INTEGER) => (v: string): number => {
   const n = Number(v)
@@ -123,8 +124,18 @@ function usage(msg: string): number {
 
 async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   const { photoModel, videoModel } = await loadCatalog()
-  if (!photoModel(o.model) && !videoModel(o.model)) return usage(`unknown model ${o.model} (lucent enhance --help lists them)`)
-  if (o.videoModel && !videoModel(o.videoModel)) return usage(`unknown video model ${o.videoModel}`)
+  // not a catalog model: one of the operator's own (`lucent models add`), from the configured store and storage
+  const ownName = !photoModel(o.model) && !videoModel(o.model) ? o.model : o.videoModel && !videoModel(o.videoModel) ? o.videoModel : null
+  let own: OwnForEnhance | null = null
+  if (ownName) {
+    try {
+      own = await (await import('../own-models/cli.js')).ownForEnhance(ownName)
+    } catch (e) {
+      return usage(`cannot read the own model ${ownName}: ${(e as Error).message}`)
+    }
+  }
+  if (!photoModel(o.model) && !videoModel(o.model) && !own) return usage(`unknown model ${o.model} (lucent enhance --help lists them)`)
+  if (o.videoModel && !videoModel(o.videoModel) && !own?.video) return usage(`unknown video model ${o.videoModel}`)
   const size = { scale: o.scale, width: o.width, height: o.height }
   // the engine side is loaded only when the command runs (`lucent --help` and the other commands stay quick)
   const [{ openEngine }, { runBatch }, { removePartsSync, UsageError }, { reporter }] = await Promise.all([
@@ -133,7 +144,7 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   const settings: EnhanceSettings = {
     model: o.model, videoModel: o.videoModel, format: o.format, videoFormat: o.videoFormat, quality: o.quality,
     keepMeta: !o.stripMeta, dpi: o.dpi, size, resolution: o.resolution, video: config.video,
-    fps: o.fps, slowmo: o.slowmo,
+    fps: o.fps, slowmo: o.slowmo, ...(own ? { own } : {}),
   }
   let engine
   try {

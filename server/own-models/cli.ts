@@ -15,6 +15,27 @@ import type { MediaStorage } from '../storage/types.js'
 import { openEngine } from '../enhance/engine.js'
 import type { Addon } from '../engine/addon.js'
 import { AdminError, addModel, ownModelLine, removeModel, type AddOptions } from './admin.js'
+import { OwnModels, asVideoModel, isPhoto, isVideo, type NetworkFile } from './registry.js'
+import type { VideoModel } from '../catalog.js'
+
+/** What `lucent enhance --model NAME` runs for an own model: its network files by kind (server/enhance/engine.ts). */
+export interface OwnForEnhance { photo?: NetworkFile; video?: { model: VideoModel; network: NetworkFile } }
+
+/** Own model `name` of the configured deployment, its weights copied locally; null when there is none (or no store). */
+export async function ownForEnhance(name: string): Promise<OwnForEnhance | null> {
+  const config = loadConfig()
+  if (!config.databaseUrl && !fs.existsSync(path.join(config.dataDir, 'lucent.db'))) return null
+  return withBackends(async ({ store, storage }) => {
+    const own = new OwnModels(store.ownModels, storage, { cacheDir: path.join(config.dataDir, 'own-models'), refreshMs: 0 })
+    await own.refresh()
+    const m = own.get(name)
+    if (!m) return null
+    return {
+      ...(isPhoto(m) ? { photo: (await own.network(name, 'photo'))! } : {}),
+      ...(isVideo(m) ? { video: { model: asVideoModel(m), network: (await own.network(name, 'video'))! } } : {}),
+    }
+  })
+}
 
 async function withBackends<T>(fn: (b: { config: Config; store: Store; storage: MediaStorage & { close?: () => Promise<void> } }) => Promise<T>): Promise<T> {
   const config = loadConfig()
