@@ -9,7 +9,7 @@ import { loadConfig } from '../config.js'
 import { photoExtensions, videoOutputExtensions, photoFormat, normExt } from '../media/formats.js'
 import type { EnhanceSettings, ItemError } from './engine.js'
 import type { Mode } from './report.js'
-import type { OwnForEnhance } from '../own-models/cli.js'
+import type { OwnForEnhance } from '../own-models/registry.js'
 
 const posInt = (name: string, max = Number.MAX_SAFE_INTEGER) => (v: string): number => {
   const n = Number(v)

@@ -15,11 +15,7 @@ import type { MediaStorage } from '../storage/types.js'
 import { openEngine } from '../enhance/engine.js'
 import type { Addon } from '../engine/addon.js'
 import { AdminError, addModel, ownModelLine, removeModel, type AddOptions } from './admin.js'
-import { OwnModels, asVideoModel, isPhoto, isVideo, type NetworkFile } from './registry.js'
-import type { VideoModel } from '../catalog.js'
-
-/** What `lucent enhance --model NAME` runs for an own model: its network files by kind (server/enhance/engine.ts). */
-export interface OwnForEnhance { photo?: NetworkFile; video?: { model: VideoModel; network: NetworkFile } }
+import { OwnModels, asVideoModel, isPhoto, isVideo, type OwnForEnhance } from './registry.js'
 
 /** Own model `name` of the configured deployment, its weights copied locally; null when there is none (or no store). */
 export async function ownForEnhance(name: string): Promise<OwnForEnhance | null> {

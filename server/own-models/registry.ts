@@ -20,6 +20,9 @@ import type { ErrorCode } from '../errors.js'
 /** What the engine is given to run an own model (the addon's NetworkFile). */
 export interface NetworkFile { path: string; multiple: number; maxInMp: number; maxOutMp: number }
 
+/** What `lucent enhance --model NAME` runs for an own model: its network files by kind (server/enhance/engine.ts). */
+export interface OwnForEnhance { photo?: NetworkFile; video?: { model: VideoModel; network: NetworkFile } }
+
 export class OwnModelError extends Error {
   constructor(readonly errorCode: ErrorCode, message: string) { super(message) }
 }

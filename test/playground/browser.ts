@@ -19,7 +19,7 @@ import { request } from 'undici'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { repoRoot, sharedData, tempDir, modelDir, addonBuilt } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
-import { startLucent, createKeyCli } from '../support/serve.js'
+import { startLucent, createKeyCli, lucentCli } from '../support/serve.js'
 
 const chromiumPath = process.env.LUCENT_CHROMIUM || '/usr/bin/chromium'
 const face = path.join(sharedData, 'faces/cropped/0143.png')
@@ -81,6 +81,8 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   delete env.LUCENT_PLAYGROUND
   // polling counts against the key's rate: a high one
   const { key } = createKeyCli(env, '--coins', '1000', '--rate', '1000')
+  // an own model (bring your own model): offered by the page like the catalog's
+  lucentCli(env, 'models', 'add', path.join(repoRoot, 'native/models/tests/goldens/compact_x4_nf16_nc2.0.pth'), '--name', 'mine_4x', '--kind', 'photo')
   const { base } = await startLucent(t, { env })
 
   const userDataDir = await tempDir(t, 'lucent-chromium-')
@@ -143,6 +145,9 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   await page.waitForFunction(() => /coins/.test(document.getElementById('price')!.textContent ?? ''))
   await page.selectOption('#model', 'face_2x')
   t.match(await page.textContent('#price'), /^10 coins: output \d+ × \d+/, 'the price before submission')
+  await page.selectOption('#model', 'mine_4x')
+  t.match(await page.textContent('#price'), /^\d+ coins: output \d+ × \d+/, "an own model, priced by the page from its price table")
+  await page.selectOption('#model', 'face_2x')
   await page.click('#submit')
   await page.waitForSelector('#error:not([hidden])', { timeout: 30_000 })
   t.equal(await page.textContent('#error'), `${apiMessage} (error 110400000)`, "the API's message for a rejected key")
