@@ -8,7 +8,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
-import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, repoRoot } from '../helper.js'
+import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, repoRoot, modelDir } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
 import { addModel, removeModel } from '../../server/own-models/admin.js'
 import { zipStored } from '../support/zip.js'
@@ -134,6 +134,29 @@ t.test('a pixel-unshuffle model runs on sides that are no multiple of its factor
   const v = await post(app, '/api/video-enhancer', key, { model_name: 'unshuffle_2x', video_url: srv.put('v.mp4', Buffer.alloc(10)), resolution: [64, 64] })
   t.equal(v.json().error_code, 110400005)
   await done(app, key, gen.json().data.job_id)
+})
+
+t.test('an ncnn pair (.param + .bin) is added and served; its scale comes from the smoke run', { skip }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key } = await createKey(app, { coins: 1000 })
+  const dir = fs.mkdtempSync(path.join(repoRoot, 'data', 'own-ncnn-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  for (const ext of ['param', 'bin']) fs.copyFileSync(path.join(modelDir, `sr/realesr-animevideov3-x2.${ext}`), path.join(dir, `anime.${ext}`))
+  const m = await addModel(deps(app), path.join(dir, 'anime.param'), { kind: 'photo' })
+  t.match(m, { name: 'anime', architecture: 'ncnn', format: 'ncnn', scale: 2, fileKey: `m/own/${m.sha256}.param` })
+  t.ok(await app.lucent.storage.get(`m/own/${m.sha256}.bin`), 'the .bin beside the .param in storage')
+  // the .bin missing: refused, nothing stored
+  fs.copyFileSync(path.join(dir, 'anime.param'), path.join(dir, 'lonely.param'))
+  await t.rejects(addModel(deps(app), path.join(dir, 'lonely.param'), {}), { message: /lonely\.bin/ })
+  await app.lucent.ownModels.refresh()
+  const r = await post(app, '/api/photo-enhancer', key, { model_name: 'anime', img_url: srv.put('n.png', png(20, 12)), extension: '.png' })
+  t.equal(r.statusCode, 200, r.body)
+  const d = await done(app, key, r.json().data.job_id)
+  t.equal(d.status, 'COMPLETED', JSON.stringify(d))
+  t.match(sniff(await fetchResult(app, d.res_url)), { width: 40, height: 24 })
+  await removeModel(deps(app), 'anime')
+  t.equal(await app.lucent.storage.get(`m/own/${m.sha256}.bin`), null, 'both files deleted')
 })
 
 t.test('a video through an own model', { skip: skip || (!hasFfmpeg && 'ffmpeg missing') }, async (t) => {
