@@ -19,6 +19,7 @@ const LedgerRow = Type.Object({
   delta: Type.Integer({ description: 'coins: negative for a debit' }),
   balance_after: Type.Integer(),
   at: Type.String({ description: 'ISO 8601' }),
+  reason: Type.Optional(Type.String({ description: "why a refund was given ('canceled while waiting', 'canceled at 40%', 'failed 100500007'; docs/api.md money policy); absent on other rows" })),
 })
 
 export const AccountData = Type.Object({
@@ -57,7 +58,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       rate_limit: { per_second: key.rate ?? l.config.ratePerSec, burst: l.config.rateBurst },
       expires_at: key.expiresAt === null ? null : iso(key.expiresAt),
       created_at: iso(key.createdAt),
-      ledger: rows.map((r) => ({ id: r.id, job_id: r.jobId, kind: r.kind, delta: r.delta, balance_after: r.balanceAfter, at: iso(r.at) })),
+      ledger: rows.map((r) => ({ id: r.id, job_id: r.jobId, kind: r.kind, delta: r.delta, balance_after: r.balanceAfter, at: iso(r.at), ...(r.reason ? { reason: r.reason } : {}) })),
     }
     return ok(data)
   })

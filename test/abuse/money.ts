@@ -151,6 +151,10 @@ t.test('hole 7: a cancel refunds in full only while waiting; once running, the u
     const row = (await app.lucent.store.ledger(id)).find((e) => e.jobId === job.job_id && e.kind === 'refund')
     t.match(row?.reason, reason, 'the ledger says why')
     t.equal(row?.delta, back(job.consume_coins))
+    // and GET /api/account shows it to the key
+    const acct = (await app.inject({ method: 'GET', url: '/api/account?ledger=50', headers: { apikey: key } })).json().data
+    t.match(acct.ledger.find((e: { job_id: string; kind: string }) => e.job_id === job.job_id && e.kind === 'refund')?.reason, reason, 'the account answer says why')
+    t.notOk(acct.ledger.some((e: { kind: string; reason?: string }) => e.kind === 'debit' && 'reason' in e), 'debit rows carry no reason')
   }
   t.equal((await post(app, '/api/task-cancel', key, { job_id: (await submit(app, key, img)).job_id })).statusCode, 200)
 })

@@ -109,6 +109,8 @@ export interface LedgerRow {
   balance_after: number
   /** ISO 8601 */
   at: string
+  /** Why a refund was given (money policy); absent on other rows. */
+  reason?: string
 }
 
 /** The data of GET /api/account (an extension). */
