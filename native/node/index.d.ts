@@ -53,19 +53,103 @@ export interface EngineInfo {
   adapter: string
   /** shader-f16 in use. */
   f16: boolean
+  /** The CPU backend's SIMD level ('scalar', 'avx2+fma', 'avx512f'); absent on the GPU. */
+  cpuIsa?: string
+  /** The CPU backend's worker threads; absent on the GPU. */
+  threads?: number
 }
 
+/**
+ * The engine's options. The first `init` of the process builds the engine with them; the
+ * codec's HEIF preset and the face profile are process-wide. Unset options take the defaults
+ * listed (the server's setting of the same meaning in parentheses: docs/configuration.md).
+ */
 export interface EngineOptions {
   /** Directory laid out like shared/models (sr/, face/, denoise/ ...). */
   modelDir: string
-  /** Default: env LUCENT_BACKEND, else 'auto'. */
+  /** Default 'auto': a real GPU adapter when present, else the CPU backend (LUCENT_BACKEND). */
   backend?: 'auto' | 'gpu' | 'cpu'
-  /** Substring of the wgpu adapter name to prefer (env LUCENT_ADAPTER). */
+  /** Substring of the wgpu adapter name to prefer (LUCENT_ADAPTER). */
   adapter?: string
-  /** CPU backend threads (default: all cores). */
+  /** CPU backend threads (default: all cores; LUCENT_ENGINE_THREADS). */
   threads?: number
   /** Force a tile side in input px (tests and benchmarks; default: the backend's max). */
   tile?: number
+  /**
+   * A CPU adapter (lavapipe, llvmpipe, SwiftShader) may serve when no real GPU matches; 'gpu'
+   * always allows one (default false; LUCENT_GPU_ALLOW_CPU).
+   */
+  gpuAllowCpu?: boolean
+  /** f32 storage even where the adapter offers SHADER_F16 (default false; LUCENT_GPU_F32). */
+  gpuF32?: boolean
+  /** The FMA GEMM accumulates in f16 too (default false; LUCENT_GPU_F16_MATH). */
+  gpuF16Math?: boolean
+  /**
+   * Per-layer GPU times (and the tuner's candidates) to stderr, where TIMESTAMP_QUERY is
+   * available (default false; LUCENT_GPU_PROFILE).
+   */
+  gpuProfile?: boolean
+  /** The GEMM kernels' pipelined form: double-buffered K slices (default false; LUCENT_GPU_PIPELINE). */
+  gpuPipeline?: boolean
+  /**
+   * Forces the convolution kernel: 'fma', 'rb', 'rb:MC,PX', 'direct' or a GEMM tile
+   * 'BM,BN,BK,TM' (default: per adapter; LUCENT_GPU_CONV).
+   */
+  gpuConv?: string
+  /**
+   * Cooperative matrices (tensor cores): 'off' never, 'on' also on CPU adapters, 'emulate' the
+   * emulated MMA kernel, 'auto' GPUs that list them (default; LUCENT_GPU_COOP).
+   */
+  gpuCoop?: 'auto' | 'off' | 'on' | 'emulate'
+  /**
+   * Measured kernel choice at prepare time: 'off', 'on' (CPU adapters too), 'auto' (default:
+   * GPUs, unless gpuConv or gpuPipeline ask for a kernel or form; LUCENT_GPU_TUNE).
+   */
+  gpuTune?: 'auto' | 'off' | 'on'
+  /** The tuner's probe side in px (>= 8; turns tuning on; LUCENT_GPU_TUNE=SIDE). */
+  gpuTuneSide?: number
+  /**
+   * File keeping the measured kernel choices across restarts; '' none (default
+   * $XDG_CACHE_HOME/lucent/gpu-tune.tsv or ~/.cache/lucent/gpu-tune.tsv; LUCENT_GPU_TUNE_CACHE).
+   */
+  gpuTuneCache?: string
+  /** Deadline of one wait on the GPU in seconds (default 600, 3600 on CPU adapters; LUCENT_GPU_TIMEOUT_S). */
+  gpuTimeoutS?: number
+  /**
+   * Caps the SIMD level of the CPU kernels (default: the best this CPU runs; a level it lacks
+   * gives the best it has; LUCENT_CPU_ISA).
+   */
+  cpuIsa?: 'scalar' | 'avx2' | 'avx512'
+  /**
+   * 3x3 convolutions: 'measure' which is faster per layer (default), 'winograd', 'im2col'
+   * (LUCENT_CPU_WINOGRAD).
+   */
+  cpuWinograd?: 'measure' | 'winograd' | 'im2col'
+  /** Winograd tiles per work item (default 64; process-wide; LUCENT_CPU_WINO_CHUNK). */
+  cpuWinoChunk?: number
+  /**
+   * Keep Winograd input transforms across the convolutions of a dense block (default true;
+   * false for comparisons; LUCENT_CPU_KEEP_TRANSFORMS).
+   */
+  cpuKeepTransforms?: boolean
+  /** Per-op-kind CPU times of every run to stderr (default false; LUCENT_CPU_PROFILE). */
+  cpuProfile?: boolean
+  /**
+   * File keeping the measured Winograd/im2col choices across processes; '' none (default
+   * $XDG_CACHE_HOME/lucent/cpu-calibration.tsv or ~/.cache/lucent/cpu-calibration.tsv;
+   * process-wide; LUCENT_CPU_CALIBRATION_CACHE).
+   */
+  cpuCalibrationCache?: string
+  /**
+   * x265 preset of HEIF output: lowercase letters; an unknown one: the encoder's own (default
+   * 'ultrafast'; process-wide; LUCENT_HEIF_PRESET).
+   */
+  heifPreset?: string
+  /**
+   * Every frame of a face model prints where its time went to stderr (default false;
+   * process-wide; LUCENT_FACE_PROFILE).
+   */
+  faceProfile?: boolean
 }
 
 /**
@@ -101,6 +185,11 @@ export interface EnhanceOptions {
   targetWidth?: number
   /** Output height in pixels (see targetWidth). */
   targetHeight?: number
+  /**
+   * Bring your own model: run this network file instead of the catalog model `model` (which then
+   * only names it in messages).
+   */
+  network?: NetworkFile
 }
 
 export interface EnhanceResult {
@@ -143,6 +232,8 @@ export interface FramesOptions {
    * for a video's first batch. Models that keep no state ignore it.
    */
   faceState?: Buffer
+  /** Bring your own model: run this network file instead of the catalog model `model`. */
+  network?: NetworkFile
 }
 
 export interface FramesResult {
@@ -227,6 +318,20 @@ export interface ModelLimits {
   maxOutMp: number
   minSeconds?: number
   maxSeconds?: number
+}
+
+/** An operator's own network (bring your own model) for one call. */
+export interface NetworkFile {
+  /** A `.pth` / `.pt` / `.ckpt` / `.safetensors` file, or an ncnn stem (`x` for `x.param` + `x.bin`). */
+  path: string
+  /**
+   * Input sides must be a multiple of this (pixel-unshuffle, attention windows): each tile is
+   * reflect-padded to it and the output cropped back. Default 1.
+   */
+  multiple?: number
+  /** Photo limits in megapixels (default 70 in, 432 out, as the catalog's enhance models). */
+  maxInMp?: number
+  maxOutMp?: number
 }
 
 /** The price table row a model bills by. */

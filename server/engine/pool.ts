@@ -13,6 +13,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
 import type { Config } from '../config.js'
 import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
+import { engineSettings } from './options.js'
 import type { EngineTask, EnhanceReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
 
 /** Is tsx's loader among these node flags (`--import tsx`, `--import=tsx`, or its resolved file URL)? */
@@ -58,8 +59,9 @@ export class EnginePool {
 
   constructor(options: EngineOptions & { workers: number }) {
     const { workers, ...init } = options
-    // unset options stay absent: the addon applies its own defaults
-    const data: ThreadData = { modelDir: init.modelDir }
+    // unset options stay absent: the addon applies its own defaults; the engine, GPU and CPU settings of the
+    // environment go along as options (the crates read no environment: options.ts)
+    const data: ThreadData = { ...engineSettings(process.env), modelDir: init.modelDir }
     if (init.backend) data.backend = init.backend
     if (init.adapter) data.adapter = init.adapter
     if (init.threads) data.threads = init.threads

@@ -9,9 +9,11 @@ import path from 'node:path'
 import fsp from 'node:fs/promises'
 import { ERRORS, engineErrorCode, isEngineErrorCode, type ErrorCode } from '../errors.js'
 import { loadAddon, type Addon } from '../engine/addon.js'
+import { engineSettings } from '../engine/options.js'
 import { photoFormat, videoOutputExtensions, normExt } from '../media/formats.js'
 import { engineOrientation, exifOrientation, swapsSides } from '../media/orientation.js'
 import { videoModel, type VideoModel } from '../catalog.js'
+import type { OwnForEnhance } from '../own-models/registry.js'
 import type { VideoSettings } from '../config.js'
 import { probeVideo, ProbeError } from '../video/probe.js'
 import { encodedSize, TranscodeError } from '../video/transcode.js'
@@ -64,6 +66,8 @@ export interface EnhanceSettings {
   /** Video frame interpolation (server/video/interp.ts rules: fps above the source's, slowmo 2/4/8). */
   fps?: number
   slowmo?: number
+  /** The operator's own model named by `model` / `videoModel` (bring your own model, server/own-models/cli.ts). */
+  own?: OwnForEnhance
 }
 
 export interface Planned extends InputFile {
@@ -98,7 +102,8 @@ export function outputFor(item: InputFile, outDir: string, s: EnhanceSettings): 
 
 export interface ItemResult { width: number; height: number; ms: number }
 
-/** The addon, initialised once for the process (backend from --backend, else LUCENT_BACKEND, else auto). */
+/** The addon, initialised once for the process (backend from --backend, else LUCENT_BACKEND, else auto; the other
+ *  engine settings of the environment as addon options, server/engine/options.ts). */
 export function openEngine(modelDir: string, backend: 'auto' | 'cpu' | 'gpu', threads?: number): { addon: Addon; info: ReturnType<Addon['init']> } {
   let addon: Addon
   try {
@@ -107,7 +112,7 @@ export function openEngine(modelDir: string, backend: 'auto' | 'cpu' | 'gpu', th
     throw new ItemError(100500005, `the native addon is not built (npm run build:native): ${(e as Error).message}`)
   }
   try {
-    return { addon, info: addon.init({ modelDir, backend, threads }) }
+    return { addon, info: addon.init({ ...engineSettings(), modelDir, backend, threads }) }
   } catch (e) {
     throw fromEngine(e)
   }
@@ -158,7 +163,8 @@ export async function enhancePhoto(addon: Addon, item: Planned, s: EnhanceSettin
   }
   let out
   try {
-    out = await addon.enhance(bytes, { model: s.model, format, exif: s.keepMeta, dpi: s.dpi, quality: s.quality, ...target }, signal, onProgress)
+    const network = s.own?.photo ? { network: s.own.photo } : {}
+    out = await addon.enhance(bytes, { model: s.model, format, exif: s.keepMeta, dpi: s.dpi, quality: s.quality, ...target, ...network }, signal, onProgress)
   } catch (e) {
     throw fromEngine(e)
   }
@@ -178,7 +184,8 @@ export function videoTarget(w: number, h: number, scale: number, s: EnhanceSetti
 /** The video model for this run, or an ItemError (no such video model). */
 export function videoModelFor(s: EnhanceSettings): VideoModel | ItemError {
   const name = s.videoModel ?? s.model
-  return videoModel(name) ?? new ItemError(110400005, `${name} is not a video model (pick one with --video-model)`)
+  return videoModel(name) ?? (s.own?.video?.model.name === name ? s.own.video.model : undefined)
+    ?? new ItemError(110400005, `${name} is not a video model (pick one with --video-model)`)
 }
 
 /** One video: probe, limits, the server's video job (server/video/job.ts) with the addon's enhanceFrames, atomic rename. */
@@ -218,7 +225,9 @@ export async function enhanceVideo(addon: Addon, item: Planned, s: EnhanceSettin
       declaredDuration: pr.duration, maxFrames: decision.outFrames,
       tools: s.video, signal,
       engine: {
-        enhanceFrames: (frames, o) => addon.enhanceFrames(frames, { ...o, faceState: o.faceState as Buffer | undefined }, signal),
+        enhanceFrames: (frames, o) => addon.enhanceFrames(frames, {
+          ...o, faceState: o.faceState as Buffer | undefined, ...(s.own?.video?.model === model ? { network: s.own.video.network } : {}),
+        }, signal),
         interpolateFrames: (frames, o) => addon.interpolateFrames(frames, o, signal),
       },
       onProgress: (done, total) => onProgress(Math.min(100, (done / Math.max(1, total)) * 100)),

@@ -202,7 +202,7 @@ t.test('lucent config --json: every setting, its value, its source; unknown vari
   t.match(by.LUCENT_DATABASE_URL, { value: 'postgres://u:****@db/x', source: 'environment' })
   t.match(by.LUCENT_S3_SECRET_ACCESS_KEY, { value: '****', source: 'environment', secret: true })
   t.match(by.LUCENT_REDIS_URL, { value: null, source: 'default', default: 'in-process queue' })
-  t.match(by.LUCENT_GPU_COOP, { value: 'emulate', source: 'environment', readers: ['gpu'] })
+  t.match(by.LUCENT_GPU_COOP, { value: 'emulate', source: 'environment', readers: ['server', 'cli'] })
   t.match(by.LUCENT_FETCH_TIMEOUT_MS, { value: 30000, unit: 'ms' })
   t.same(j.unknown, [{ name: 'LUCENT_WOKERS', closest: 'LUCENT_WORKERS' }])
 
@@ -255,31 +255,23 @@ t.test('server/: every LUCENT_* name read from the environment is a setting; eve
   t.same(undeclared, [], 'named in server/ but declared nowhere in server/settings.ts')
 })
 
-t.test('native/*/src: every LUCENT_* variable a Rust crate reads at run time is a setting', async (t) => {
-  const srcs = files(path.join(repoRoot, 'native'), (f) => f.endsWith('.rs') && /[/\\]src[/\\]/.test(f))
-  // std::env::var("X"), var_os("X"), env_flag("X") and the like
-  const runtimeRead = /\b(?:var|var_os|env_flag|[a-z_]*env[a-z_]*)\(\s*"(LUCENT_[A-Z0-9_]+)"/g
-  const found = new Set<string>()
-  const missing: string[] = []
+t.test('native engine settings: each is passed to the addon as the option it names, and the addon declares it', async (t) => {
+  // the crates read no environment (test/gates/rust-env.ts): server/engine/options.ts maps the settings, except
+  // backend / adapter / threads, which the pool and `lucent enhance` pass from their own config
+  const mapper = fs.readFileSync(path.join(repoRoot, 'server/engine/options.ts'), 'utf8')
+  const dts = fs.readFileSync(path.join(repoRoot, 'native/node/index.d.ts'), 'utf8')
+  const opts = dts.slice(dts.indexOf('export interface EngineOptions'), dts.indexOf('}', dts.indexOf('export interface EngineOptions')))
+  const passed = SETTINGS.filter((s) => s.addon)
+  t.ok(passed.length >= 20, `settings passed as addon options (${passed.length})`)
+  const unmapped: string[] = []
   const undeclared: string[] = []
-  let reads = 0
-  for (const f of srcs) {
-    const text = fs.readFileSync(f, 'utf8')
-    for (const m of text.matchAll(runtimeRead)) {
-      reads++
-      if (!settingNames.has(m[1])) missing.push(`${rel(f)}: ${m[1]}`)
-    }
-    for (const n of names(text)) {
-      found.add(n)
-      if (!settingNames.has(n) && !knobNames.has(n)) undeclared.push(`${rel(f)}: ${n}`)
-    }
+  for (const s of passed) {
+    if (!['backend', 'adapter', 'threads'].includes(s.addon!) && !mapper.includes(`'${s.name}'`)) unmapped.push(s.name)
+    for (const o of s.addon!.split(/,\s*/)) if (!new RegExp(`\\b${o}\\?:`).test(opts)) undeclared.push(`${s.name}: ${o}`)
   }
-  t.ok(reads > 15, `found the reads (${reads})`)
-  t.same(missing, [], 'read by a crate at run time but not declared in server/settings.ts SETTINGS')
-  t.same(undeclared, [], 'named in a crate but declared nowhere in server/settings.ts')
-  // and a setting only the crates read is still read by one (not a stale entry)
-  const stale = SETTINGS.filter((s) => s.readers.every((r) => NATIVE_READERS.includes(r)) && !found.has(s.name)).map((s) => s.name)
-  t.same(stale, [], 'declared as read by a crate, but no crate names it')
+  t.same(unmapped, [], 'declared as an addon option but not mapped in server/engine/options.ts')
+  t.same(undeclared, [], 'an addon option that native/node/index.d.ts (EngineOptions) lacks')
+  t.same(SETTINGS.filter((s) => s.readers.every((r) => NATIVE_READERS.includes(r))).map((s) => s.name), [], 'no setting is left to a crate to read')
 })
 
 t.test('scripts, tests, benches, CI, Rust tests and examples: every LUCENT_* name is a setting or a knob', async (t) => {
@@ -297,7 +289,7 @@ t.test('scripts, tests, benches, CI, Rust tests and examples: every LUCENT_* nam
   t.same(BUILD_TEST_KNOBS.map((k) => k.name).filter((n) => !used.has(n)), [], 'a knob nothing reads any more')
 })
 
-t.test('readSetting: unset and blank give the default; native-only values are passed through as text', async (t) => {
+t.test('readSetting: unset and blank give the default; free-form engine settings are passed through as text', async (t) => {
   t.equal(readSetting({}, 'LUCENT_WORKERS'), 1)
   t.equal(readSetting({ LUCENT_WORKERS: '  ' }, 'LUCENT_WORKERS'), 1)
   t.equal(readSetting({}, 'LUCENT_ENGINE_THREADS'), undefined)

@@ -10,6 +10,12 @@
 //! extension), run as a bare x-scale network. Catalog names run their pipeline (the engine's
 //! `pipelines::for_model`); GFLOP/s figures are given for plain SR runs (one network, the input
 //! size) only.
+//!
+//! Engine settings (LUCENT_ADAPTER, LUCENT_GPU_*, LUCENT_CPU_*, LUCENT_HEIF_PRESET,
+//! LUCENT_FACE_PROFILE) are read from the environment here, at the binary's process boundary, and
+//! passed to the engine as options (`env.rs`); the crates themselves read none.
+
+mod env;
 
 use lucent_codec::{EncodeOptions, Format};
 use lucent_engine::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
@@ -26,7 +32,9 @@ const USAGE: &str = "usage:
 NAME: a photo catalog name (general_4x, generative_4x, ...), video:NAME for a video model, or a network
 file stem (model-dir relative, or a path to the .param without extension) run as a bare network.
 Model dir: --model-dir, else $LUCENT_MODEL_DIR, else ../shared/models or ./models found from the
-current directory upwards.";
+current directory upwards. Engine settings: the LUCENT_ADAPTER, LUCENT_GPU_*, LUCENT_CPU_*,
+LUCENT_HEIF_PRESET and LUCENT_FACE_PROFILE environment (docs/configuration.md), read here and
+passed to the engine as options.";
 
 #[derive(Default)]
 struct Args {
@@ -154,9 +162,8 @@ fn make_engine(a: &Args, backend: &str) -> lucent_core::Result<Engine> {
     Engine::new(EngineOptions {
         model_dir: find_model_dir(a.model_dir.clone()),
         backend: Some(BackendChoice::parse(backend)?),
-        adapter: None,
-        threads: a.threads,
         tile: a.tile,
+        ..env::engine_options(a.threads)
     })
 }
 

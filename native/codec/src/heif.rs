@@ -291,8 +291,9 @@ pub(crate) fn encode(w: u32, h: u32, channels: u8, rgb: &[u8], quality: u8, exif
     let enc = Enc(enc);
     check(unsafe { heif_encoder_set_lossy_quality(enc.0, quality.clamp(1, 100) as c_int) }, "HEIF quality", enc_err)?;
     // x265's default preset in libheif ("slow") takes ~5 s per megapixel on two cores; "ultrafast" is
-    // about 5x quicker; on a 1024x768 test image PSNR was 51.5 vs 52.0 dB for "veryfast". LUCENT_HEIF_PRESET overrides it.
-    let preset = std::env::var("LUCENT_HEIF_PRESET").ok().filter(|p| p.bytes().all(|c| c.is_ascii_lowercase())).unwrap_or_else(|| HEIF_PRESET.to_string());
+    // about 5x quicker; on a 1024x768 test image PSNR was 51.5 vs 52.0 dB for "veryfast". The codec option
+    // `heif_preset` (the server's LUCENT_HEIF_PRESET; crate::configure) overrides it.
+    let preset = crate::heif_preset().filter(|p| p.bytes().all(|c| c.is_ascii_lowercase())).unwrap_or_else(|| HEIF_PRESET.to_string());
     let preset = std::ffi::CString::new(preset).unwrap_or_else(|_| c"fast".to_owned());
     // A preset the plugin does not know is not fatal: the encoder keeps its default.
     let _ = unsafe { heif_encoder_set_parameter_string(enc.0, c"preset".as_ptr(), preset.as_ptr()) };

@@ -292,6 +292,30 @@ fn guarded<T>(code: CodecErrorCode, f: impl FnOnce() -> Result<T, CodecError>) -
     }
 }
 
+// ------------------------------------------------------------------ options
+
+/// The codec's process-wide options (the crate reads no environment; the engine applies these
+/// from its own options, [`configure`]). `Default` is the behaviour without any setting.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CodecOptions {
+    /// x265 preset of HEIF output (`LUCENT_HEIF_PRESET`): lowercase letters; anything else, or
+    /// None, gives "ultrafast"; a preset the encoder does not know leaves it on its own default.
+    pub heif_preset: Option<String>,
+}
+
+static OPTIONS: std::sync::RwLock<Option<CodecOptions>> = std::sync::RwLock::new(None);
+
+/// Sets the process's codec options (the engine calls it when it is built; the last call holds).
+pub fn configure(o: &CodecOptions) {
+    *OPTIONS.write().unwrap_or_else(|p| p.into_inner()) = Some(o.clone());
+}
+
+/// The configured HEIF preset, if any.
+#[cfg_attr(not(lucent_heif), allow(dead_code))]
+pub(crate) fn heif_preset() -> Option<String> {
+    OPTIONS.read().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|o| o.heif_preset.clone())
+}
+
 // ------------------------------------------------------------------ probe / decode
 
 /// Format, size, channels and bit depth from magic numbers and headers only.

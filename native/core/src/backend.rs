@@ -41,6 +41,10 @@ pub struct BackendInfo {
     pub adapter: String,
     /// Whether f16 storage/arithmetic is in use.
     pub f16: bool,
+    /// The CPU backend's SIMD level ([`crate::cpu::Isa::name`]); None for the GPU.
+    pub cpu_isa: Option<&'static str>,
+    /// The CPU backend's worker threads; None for the GPU.
+    pub threads: Option<usize>,
 }
 
 pub trait Backend: Send + Sync {

@@ -2,30 +2,39 @@
 //! epilogues). The kernels live in `cpu/`:
 //! - [`isa`]: the instruction-set level (scalar, AVX2+FMA, AVX-512F), detected once per process;
 //! - [`conv`]: row-block im2col + GEMM (the `gemm` crate), depthwise, deconvolution;
+//! - [`direct`]: large kernels (7x7 and up, stride 1) as a direct register-blocked loop;
 //! - [`winograd`] F(4x4, 3x3) for 3x3 stride-1 ungrouped convs, with its GEMMs on [`wgemm`]'s
 //!   micro-kernels over the [`simd`] vector types;
 //! - [`calibrate`]: Winograd or im2col per layer, by measured cost (cached per process);
-//! - [`epilogue`]: bias, activation, fused PReLU/ReLU and residual sums on each output row.
+//! - [`epilogue`]: bias, activation, fused PReLU/ReLU, residual sums, products, SiLU and gates on
+//!   each output row ([`vmath`]: the vectorisable exp / sigmoid / Mish they use);
+//! - [`fuse`]: which layers after a conv its epilogue absorbs;
+//! - [`eltwise`]: the element-wise layers left over (BinaryOp, Sigmoid, Scale, Eltwise sums),
+//!   vectorised and spread over the pool.
 //!
-//! Over 500 lines on purpose: the executor (blob table, layer dispatch, fusion decisions) is one
-//! state machine over every layer kind; splitting it would spread one decision across files.
+//! Over 500 lines on purpose: the executor's dispatch and its plan (which layer runs where, what
+//! fuses) read as one piece; the kernels are in `cpu/`.
 //!
-//! Fusion (decided at prepare time, applied when the intermediate blobs are not requested): a conv's
-//! only reader, when it is a PReLU/ReLU, then any chain of two-input Eltwise sums / BinaryOp adds
-//! whose running value is the only reader and whose other input was computed before the conv,
-//! runs inside the conv's epilogue (RRDB: leaky ReLU in the conv, `x + 0.2 f(x)` twice per RRDB).
-//! Channel concats whose result only feeds convolutions are never materialised: the conv reads the
-//! input planes from the parts. Every other op uses the plain [`crate::reference`] implementation
-//! (all linear-time).
+//! Fusion (decided at prepare time, applied when the intermediate blobs are not requested; see
+//! [`fuse`]): e.g. RRDB's leaky ReLU and `x + 0.2 f(x)` twice per RRDB, SPAN's SiLUs and block tails,
+//! RealPLKSR's attention product, run inside the conv's epilogue. Channel concats whose result only
+//! feeds convolutions are never materialised: the conv reads the input planes from the parts.
+//! Every other op uses the plain [`crate::reference`] implementation (all linear-time).
 //!
-//! Long (~590 lines) on purpose: the executor's dispatch and fusion for every layer kind in one place;
-//! the kernels themselves are the modules of `cpu/`.
+//! Over 500 lines on purpose (~610): the executor's dispatch and fusion for every layer kind in
+//! one place (blob table, layer dispatch, fusion decisions are one state machine); the kernels
+//! themselves are the modules of `cpu/`.
 
 pub mod calibrate;
 mod conv;
+mod direct;
+mod eltwise;
 mod epilogue;
+mod fuse;
 pub mod isa;
+mod options;
 mod simd;
+mod vmath;
 pub mod wgemm;
 mod warp;
 mod winograd;
@@ -34,13 +43,15 @@ mod wtransform;
 use crate::backend::{Backend, BackendInfo, Cancel, Prepared};
 use crate::bail;
 use crate::error::{Code, Error, Result};
-use crate::ncnn::model::{BinaryOpKind, Conv, EltwiseKind, Layer, Net, Op};
+use crate::ncnn::model::{Conv, Layer, Net, Op};
 use crate::reference;
 use crate::tensor::Tensor;
 use conv::{ConvAlgo, PackedDeconv, SendPtr};
 use epilogue::Residual;
+use fuse::{next_step, Follower, Fusion};
 pub use calibrate::ConvPolicy;
 pub use isa::Isa;
+pub use options::{CacheFile, CpuOptions};
 use std::sync::Arc;
 
 pub struct CpuBackend {
@@ -48,12 +59,28 @@ pub struct CpuBackend {
     pool: Arc<rayon::ThreadPool>,
     isa: Isa,
     policy: ConvPolicy,
+    /// Keep Winograd input transforms across convs ([`CpuOptions::keep_transforms`]).
+    keep_transforms: bool,
+    /// Per-op-kind times to stderr ([`CpuOptions::profile`]).
+    profile: bool,
 }
 
 impl CpuBackend {
-    /// A backend with its own pool of `threads` workers (default: all available cores).
+    /// A backend with its own pool of `threads` workers (default: all available cores) and
+    /// otherwise default options.
     pub fn new(threads: Option<usize>) -> Self {
-        let n = threads
+        CpuBackend::with_options(&CpuOptions { threads, ..Default::default() })
+    }
+
+    /// A backend with these options (the process-wide ones, the Winograd chunk and the
+    /// calibration's cache file, are set by the first backend that gives them).
+    pub fn with_options(o: &CpuOptions) -> Self {
+        if let Some(c) = o.wino_chunk.filter(|&c| c > 0) {
+            winograd::set_chunk(c);
+        }
+        calibrate::set_cache_file(&o.calibration_cache);
+        let n = o
+            .threads
             .filter(|&t| t > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         let pool = rayon::ThreadPoolBuilder::new()
@@ -62,10 +89,17 @@ impl CpuBackend {
             .build()
             .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .expect("cannot start even a one-thread pool");
-        CpuBackend { threads: n, pool: Arc::new(pool), isa: Isa::detected(), policy: ConvPolicy::from_env() }
+        CpuBackend {
+            threads: n,
+            pool: Arc::new(pool),
+            isa: o.effective_isa(),
+            policy: o.policy,
+            keep_transforms: o.keep_transforms,
+            profile: o.profile,
+        }
     }
 
-    /// The same backend with another Winograd / im2col policy (default: `LUCENT_CPU_WINOGRAD`, else
+    /// The same backend with another Winograd / im2col policy (default: [`CpuOptions::policy`],
     /// measured per layer).
     pub fn with_policy(self, policy: ConvPolicy) -> Self {
         CpuBackend { policy, ..self }
@@ -91,13 +125,15 @@ impl CpuBackend {
 
     /// Prepare without the trait object (for tests and benches).
     pub fn prepare_net(&self, net: Arc<Net>) -> Result<CpuNet> {
-        CpuNet::new(net, self.pool.clone(), self.isa, self.policy)
+        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, self.keep_transforms)?;
+        n.profile = self.profile;
+        Ok(n)
     }
 }
 
 impl Backend for CpuBackend {
     fn info(&self) -> BackendInfo {
-        BackendInfo { kind: "cpu", adapter: "cpu".into(), f16: false }
+        BackendInfo { kind: "cpu", adapter: "cpu".into(), f16: false, cpu_isa: Some(self.isa.name()), threads: Some(self.threads) }
     }
 
     fn prepare(&self, net: Arc<Net>) -> Result<Arc<dyn Prepared>> {
@@ -210,22 +246,6 @@ impl KeepPlan {
 /// Kept Winograd input transforms during one run, by source blob.
 type Kept = std::collections::HashMap<usize, Arc<winograd::TransformedInput>>;
 
-/// A layer that may run inside a conv's epilogue (see the module doc).
-#[derive(Clone, Debug)]
-enum Follower {
-    /// PReLU / ReLU: one slope, or one per channel.
-    Slope(Vec<f32>),
-    /// `v = keep * v + add * other`.
-    Residual { keep: f32, add: f32, other: usize },
-}
-
-/// The followers a conv can absorb, in graph order (at run time a prefix of them is fused: up to
-/// the first whose input is a requested blob or whose other operand does not fit).
-#[derive(Default)]
-struct Fusion {
-    followers: Vec<(usize, Follower)>,
-}
-
 pub struct CpuNet {
     net: Arc<Net>,
     pool: Arc<rayon::ThreadPool>,
@@ -239,36 +259,12 @@ pub struct CpuNet {
     /// per call but the net may be shared: hence the lock).
     spare: std::sync::Mutex<Vec<Vec<f32>>>,
     last_use: Vec<Option<usize>>,
-}
-
-/// The follower layer `j` as an epilogue step for a running value in blob `cur`, if it is one.
-/// `producer[b]` is the index of the layer writing blob `b`; `li` is the conv's index.
-fn follower(l: &Layer, cur: usize, producer: &[usize], li: usize, oc: usize, first: bool) -> Option<Follower> {
-    if l.tops.len() != 1 {
-        return None;
-    }
-    match &l.op {
-        Op::PReLU { slope } if first && l.bottoms.len() == 1 && (slope.len() == 1 || slope.len() == oc) => Some(Follower::Slope(slope.clone())),
-        Op::ReLU { slope } if first && l.bottoms.len() == 1 => Some(Follower::Slope(vec![*slope])),
-        Op::Eltwise { op: EltwiseKind::Sum, .. } | Op::BinaryOp { op: BinaryOpKind::Add, scalar: None, .. } if l.bottoms.len() == 2 => {
-            let me = l.bottoms.iter().position(|&b| b == cur)?;
-            let other = l.bottoms[1 - me];
-            if other == cur || producer.get(other).is_none_or(|&p| p >= li) {
-                return None;
-            }
-            let co = match &l.op {
-                Op::Eltwise { coeffs, .. } if coeffs.len() == 2 => [coeffs[0], coeffs[1]],
-                Op::Eltwise { coeffs, .. } if !coeffs.is_empty() => return None,
-                _ => [1.0, 1.0],
-            };
-            Some(Follower::Residual { keep: co[me], add: co[1 - me], other })
-        }
-        _ => None,
-    }
+    /// Per-op-kind times of every run to stderr.
+    profile: bool,
 }
 
 impl CpuNet {
-    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy) -> Result<Self> {
+    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, keep_transforms: bool) -> Result<Self> {
         let nl = net.layers.len();
         let nb = net.blob_names.len();
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nb];
@@ -295,14 +291,9 @@ impl CpuNet {
                     choice = Some(pool.install(|| calibrate::choose(c, isa, policy)));
                     if l.tops.len() == 1 {
                         let mut cur = l.tops[0];
-                        while readers[cur].len() == 1 {
-                            let j = readers[cur][0];
-                            let first = fusion[li].followers.is_empty();
-                            match follower(&net.layers[j], cur, &producer, li, c.num_output, first) {
-                                Some(f) => fusion[li].followers.push((j, f)),
-                                None => break,
-                            }
-                            cur = net.layers[j].tops[0];
+                        while let Some(step) = next_step(&net, &readers, &producer, li, c.num_output, cur, fusion[li].followers.is_empty()) {
+                            cur = net.layers[step.last()].tops[0];
+                            fusion[li].followers.push(step);
                         }
                     }
                 }
@@ -316,15 +307,15 @@ impl CpuNet {
             deconv.push(packed);
         }
         let last_use = reference::last_uses(&net);
-        // LUCENT_CPU_KEEP_TRANSFORMS=0: transform every conv's whole input afresh (for comparisons).
-        let keep = if std::env::var("LUCENT_CPU_KEEP_TRANSFORMS").as_deref() == Ok("0") { KeepPlan::default() } else { KeepPlan::new(&net, &algo) };
-        Ok(CpuNet { net, pool, isa, fusion, deconv, algo, keep, spare: Default::default(), last_use })
+        // keep_transforms false (LUCENT_CPU_KEEP_TRANSFORMS=0): transform every conv's whole input afresh (for comparisons).
+        let keep = if keep_transforms { KeepPlan::new(&net, &algo) } else { KeepPlan::default() };
+        Ok(CpuNet { net, pool, isa, fusion, deconv, algo, keep, spare: Default::default(), last_use, profile: false })
     }
 
     /// Layers that can run inside a conv's epilogue (planned at prepare time; at run time a
     /// requested intermediate blob keeps its followers out).
     pub fn fusable_followers(&self) -> usize {
-        self.fusion.iter().map(|f| f.followers.len()).sum()
+        self.fusion.iter().flat_map(|f| &f.followers).map(|s| s.layers.len()).sum()
     }
 
     /// Blobs whose Winograd input transform is kept for a later conv (dense blocks).
@@ -369,7 +360,7 @@ impl CpuNet {
         }
         let mut skip = vec![false; net.layers.len()];
         let mut kept = Kept::new();
-        let profile = std::env::var_os("LUCENT_CPU_PROFILE").is_some();
+        let profile = self.profile;
         let mut prof: std::collections::BTreeMap<String, f64> = Default::default();
         for (li, l) in net.layers.iter().enumerate() {
             if !run[li] || skip[li] {
@@ -399,12 +390,14 @@ impl CpuNet {
                 for &b in &l.bottoms {
                     self.release(&mut vals, b, li, &requested);
                 }
-                for &(fj, _) in &self.fusion[li].followers {
-                    skip[fj] = true;
-                    for &b in &net.layers[fj].bottoms {
-                        self.release(&mut vals, b, fj, &requested);
+                for step in &self.fusion[li].followers {
+                    for &fj in &step.layers {
+                        skip[fj] = true;
+                        for &b in &net.layers[fj].bottoms {
+                            self.release(&mut vals, b, fj, &requested);
+                        }
                     }
-                    if fj == j {
+                    if step.last() == j {
                         break;
                     }
                 }
@@ -471,27 +464,47 @@ impl CpuNet {
                 // The conv's output shape, for checking residual operands.
                 let out_chw = x.chw().and_then(|(_, h, w)| reference::conv_geometry(c, w, h).ok()).map(|g| (c.num_output, g.out_h, g.out_w));
                 let mut slope = None;
-                let mut others: Vec<(f32, f32, Arc<Tensor>)> = Vec::new();
+                // (follower, its other operand when it has one)
+                let mut steps: Vec<(&Follower, Option<Arc<Tensor>>)> = Vec::new();
                 let mut last = None;
                 let mut cur = l.tops[0];
-                for (j, f) in &self.fusion[li].followers {
-                    if requested[cur] {
+                for step in &self.fusion[li].followers {
+                    // The running value and every intermediate top of the step must be unrequested.
+                    if requested[cur] || step.layers.iter().any(|&j| j != step.last() && self.net.layers[j].tops.iter().any(|&t| requested[t])) {
                         break;
                     }
-                    match f {
-                        Follower::Slope(s) => slope = Some(s.as_slice()),
-                        Follower::Residual { keep, add, other } => {
-                            let t = match vals[*other].as_ref().map(|v| v.materialize()) {
-                                Some(Ok(t)) if t.dims == 3 && Some((t.c, t.h, t.w)) == out_chw => t,
-                                _ => break,
-                            };
-                            others.push((*keep, *add, t));
+                    let other = match step.f {
+                        Follower::Slope(ref s) => {
+                            slope = Some(s.as_slice());
+                            None
                         }
+                        Follower::Silu => None,
+                        Follower::Residual { other, .. } | Follower::Product { other } | Follower::Gate { other, .. } => {
+                            match vals[other].as_ref().map(|v| v.materialize()) {
+                                Some(Ok(t)) if t.dims == 3 && Some((t.c, t.h, t.w)) == out_chw => Some(t),
+                                _ => break,
+                            }
+                        }
+                    };
+                    if !matches!(step.f, Follower::Slope(_)) {
+                        steps.push((&step.f, other));
                     }
-                    last = Some(*j);
-                    cur = self.net.layers[*j].tops[0];
+                    last = Some(step.last());
+                    cur = self.net.layers[step.last()].tops[0];
                 }
-                let residual: Vec<Residual> = others.iter().map(|(keep, add, t)| Residual { keep: *keep, add: *add, other: &t.data }).collect();
+                fn data(t: &Option<Arc<Tensor>>) -> &[f32] {
+                    t.as_ref().map(|t| t.data.as_slice()).unwrap_or(&[])
+                }
+                let residual: Vec<Residual> = steps
+                    .iter()
+                    .filter_map(|(f, t)| match **f {
+                        Follower::Residual { keep, add, .. } => Some(Residual::Sum { keep, add, other: data(t) }),
+                        Follower::Product { .. } => Some(Residual::Product { other: data(t) }),
+                        Follower::Gate { keep, add, shift, .. } => Some(Residual::Gate { keep, add, other: data(t), shift }),
+                        Follower::Silu => Some(Residual::Silu),
+                        Follower::Slope(_) => None,
+                    })
+                    .collect();
                 let algo = self.algo[li].as_ref().expect("conv algorithm");
                 let kept_parts = self.kept_parts(li, c, algo, x, kept);
                 let kept_refs: Vec<Option<&winograd::TransformedInput>> = kept_parts.iter().map(|k| k.as_deref()).collect();
@@ -544,6 +557,9 @@ impl CpuNet {
             _ => {
                 let mats: Vec<Arc<Tensor>> = l.bottoms.iter().map(|&b| get(b)?.materialize()).collect::<Result<_>>()?;
                 let refs: Vec<&Tensor> = mats.iter().map(|t| t.as_ref()).collect();
+                if let Some(out) = self.pool.install(|| eltwise::forward(l, &refs)) {
+                    return single(Val::T(Arc::new(out?)));
+                }
                 let outs = self.pool.install(|| reference::forward_layer(l, &refs))?;
                 Ok((outs.into_iter().map(|t| Val::T(Arc::new(t))).collect(), None))
             }

@@ -3,6 +3,7 @@
 pub mod backend;
 pub mod error;
 pub mod ncnn;
+pub mod options;
 pub mod reference;
 pub mod cpu;
 pub mod tensor;

@@ -141,15 +141,18 @@ fn avx512_vs_reference() {
     check_isa(Isa::Avx512);
 }
 
-/// The level picked by default is the best the CPU has (or what LUCENT_CPU_ISA lowered it to), and a
-/// level the CPU lacks is refused with the reason.
+/// The level picked by default is the best the CPU has (the crate reads no environment: a cap comes
+/// as the option `CpuOptions::isa`, which lowers it and never raises it), and a level the CPU lacks
+/// is refused with the reason.
 #[test]
 fn detection_and_refusal() {
     let best = Isa::ALL.into_iter().rev().find(|i| i.supported()).unwrap();
-    let detected = Isa::detected();
-    match std::env::var("LUCENT_CPU_ISA").ok().and_then(|s| Isa::parse(&s)) {
-        Some(want) => assert_eq!(detected, want.min(best)),
-        None => assert_eq!(detected, best),
+    assert_eq!(Isa::detected(), best);
+    assert_eq!(CpuBackend::new(Some(1)).isa(), best);
+    for want in Isa::ALL {
+        let b = CpuBackend::with_options(&lucent_core::cpu::CpuOptions { threads: Some(1), isa: Some(want), ..Default::default() });
+        assert_eq!(b.isa(), want.min(best), "cap {want}");
+        assert_eq!(lucent_core::Backend::info(&b).cpu_isa, Some(want.min(best).name()));
     }
     println!("this CPU: best {best}, flags: {}", lucent_core::cpu::isa::cpu_flags_summary());
     for isa in Isa::ALL {

@@ -15,6 +15,9 @@ use crate::pipelines::{self, VideoState};
 use crate::raster::{Raster, RasterRef};
 use crate::runtime::{lock, Runtime};
 use crate::video::{self, Frames, FramesOutput, InterpOutput};
+pub use lucent_codec::CodecOptions;
+pub use lucent_core::cpu::CpuOptions;
+pub use lucent_core::options::GpuOptions;
 use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -41,16 +44,25 @@ impl BackendChoice {
     }
 }
 
+/// What the engine is built with. The crates read no `LUCENT_*` environment: the caller fills
+/// these (the addon from its init options, which the server fills from its settings; the bench
+/// CLI from the environment at its `main`). `Default` is the behaviour without any setting.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
     /// Directory laid out like shared/models (sr/, face/, denoise/ ...).
     pub model_dir: PathBuf,
-    /// None: env LUCENT_BACKEND, else Auto.
+    /// `LUCENT_BACKEND`; None: Auto.
     pub backend: Option<BackendChoice>,
-    /// Substring of the wgpu adapter name to prefer. None: env LUCENT_ADAPTER.
-    pub adapter: Option<String>,
-    /// CPU backend threads (None: all cores).
-    pub threads: Option<usize>,
+    /// The CPU backend's options (threads, ISA cap, Winograd policy ...).
+    pub cpu: CpuOptions,
+    /// The GPU backend's options (adapter name, CPU adapters allowed, f16, kernels ...); without
+    /// the `gpu` feature only `allow_cpu_adapter` counts (for `Auto`'s probe).
+    pub gpu: GpuOptions,
+    /// The codec's options (HEIF preset); process-wide, applied when an engine is built.
+    pub codec: CodecOptions,
+    /// Per-frame timing of face models to stderr (`LUCENT_FACE_PROFILE`); process-wide, applied
+    /// when an engine is built.
+    pub face_profile: bool,
     /// Force this tile side (input px) instead of the backend's `max_tile` (tests, benchmarks).
     pub tile: Option<usize>,
 }
@@ -79,24 +91,16 @@ pub fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 
 /// Build the backend the options ask for.
 pub fn make_backend(opts: &EngineOptions) -> Result<Arc<dyn Backend>> {
-    let choice = match opts.backend {
-        Some(c) => c,
-        None => match std::env::var("LUCENT_BACKEND") {
-            Ok(v) => BackendChoice::parse(&v)?,
-            Err(_) => BackendChoice::Auto,
-        },
-    };
-    let adapter = opts.adapter.clone().or_else(|| std::env::var("LUCENT_ADAPTER").ok().filter(|s| !s.is_empty()));
-    match choice {
-        BackendChoice::Cpu => cpu_backend(opts.threads),
-        BackendChoice::Gpu => gpu_backend(adapter, true),
+    match opts.backend.unwrap_or(BackendChoice::Auto) {
+        BackendChoice::Cpu => cpu_backend(&opts.cpu),
+        BackendChoice::Gpu => gpu_backend(&GpuOptions { allow_cpu_adapter: true, ..opts.gpu.clone() }),
         // No GPU device on this host: `Auto` could only find a software adapter, which it never
         // picks, so the Vulkan probe (35 ms on 2 quiet cores, 250 ms loaded: loader, layers, drivers)
         // is skipped.
-        BackendChoice::Auto if !auto_may_find_gpu() => cpu_backend(opts.threads),
-        BackendChoice::Auto => match gpu_backend(adapter, false) {
+        BackendChoice::Auto if !auto_may_find_gpu(opts.gpu.allow_cpu_adapter) => cpu_backend(&opts.cpu),
+        BackendChoice::Auto => match gpu_backend(&opts.gpu) {
             Ok(b) => Ok(b),
-            Err(_) => cpu_backend(opts.threads),
+            Err(_) => cpu_backend(&opts.cpu),
         },
     }
 }
@@ -104,10 +108,10 @@ pub fn make_backend(opts: &EngineOptions) -> Result<Arc<dyn Backend>> {
 /// Whether `Auto` can find an adapter it would use. On Linux every hardware Vulkan driver opens a
 /// device node: /dev/dri/renderD* or card* (Mesa: radv, anv, nvk, turnip, panvk ...),
 /// /dev/nvidia* (NVIDIA's driver), /dev/dxg (WSL2); where none exists, only software adapters
-/// (lavapipe, SwiftShader) can show up, and `Auto` takes one only with `LUCENT_GPU_ALLOW_CPU=1`.
-/// Elsewhere (macOS, Windows) always true.
-fn auto_may_find_gpu() -> bool {
-    if !cfg!(target_os = "linux") || env_flag("LUCENT_GPU_ALLOW_CPU") {
+/// (lavapipe, SwiftShader) can show up, and `Auto` takes one only with
+/// [`GpuOptions::allow_cpu_adapter`] (`LUCENT_GPU_ALLOW_CPU=1`). Elsewhere (macOS, Windows) always true.
+fn auto_may_find_gpu(allow_cpu_adapter: bool) -> bool {
+    if !cfg!(target_os = "linux") || allow_cpu_adapter {
         return true;
     }
     gpu_device_nodes(std::path::Path::new("/dev"))
@@ -128,34 +132,27 @@ pub fn gpu_device_nodes(dev: &std::path::Path) -> bool {
         || std::fs::read_dir(dev).map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("nvidia"))).unwrap_or(false)
 }
 
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).map(|v| v == "1" || v.eq_ignore_ascii_case("true")).unwrap_or(false)
-}
-
-fn cpu_backend(threads: Option<usize>) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(lucent_core::cpu::CpuBackend::new(threads)))
+fn cpu_backend(o: &CpuOptions) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(lucent_core::cpu::CpuBackend::with_options(o)))
 }
 
 #[cfg(feature = "gpu")]
-fn gpu_backend(adapter: Option<String>, allow_cpu_adapter: bool) -> Result<Arc<dyn Backend>> {
-    let env = lucent_gpu::GpuOptions::from_env();
-    let b = lucent_gpu::GpuBackend::new(lucent_gpu::GpuOptions {
-        adapter_name: adapter,
-        allow_cpu_adapter: allow_cpu_adapter || env.allow_cpu_adapter,
-        force_f32: env.force_f32,
-    })?;
-    Ok(Arc::new(b))
+fn gpu_backend(o: &GpuOptions) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(lucent_gpu::GpuBackend::new(o.clone())?))
 }
 
 #[cfg(not(feature = "gpu"))]
-fn gpu_backend(_adapter: Option<String>, _allow_cpu_adapter: bool) -> Result<Arc<dyn Backend>> {
+fn gpu_backend(_o: &GpuOptions) -> Result<Arc<dyn Backend>> {
     Err(Error::new(Code::GpuUnavailable, "this build has no GPU backend (feature `gpu` off)"))
 }
 
 impl Engine {
-    /// A private engine (tests, the CLI). Most callers want [`Engine::init`].
+    /// A private engine (tests, the CLI). Most callers want [`Engine::init`]. The process-wide
+    /// options (codec, face profile) are applied here: the last engine built sets them.
     pub fn new(opts: EngineOptions) -> Result<Engine> {
         guard("engine init", || {
+            lucent_codec::configure(&opts.codec);
+            crate::pipelines::face::profile::set_enabled(opts.face_profile);
             let backend = make_backend(&opts)?;
             Engine::with_backend(backend, &opts.model_dir, opts.tile)
         })

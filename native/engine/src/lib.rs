@@ -25,7 +25,7 @@ pub mod video;
 pub use pipelines::face;
 
 pub use catalog::{Category, DenoiseKind, FaceStyle, Kind, Limits, ModelInfo, PadMode, Pipeline, PriceClass, PrePost, CATALOG};
-pub use engine::{guard, probe, BackendChoice, Engine, EngineOptions};
+pub use engine::{guard, probe, BackendChoice, CodecOptions, CpuOptions, Engine, EngineOptions, GpuOptions};
 pub use lucent_core::{BackendInfo, Cancel, Code, Error, Result};
 pub use photo::{EnhanceOptions, EnhanceOutput};
 pub use pipelines::{Enhancer, VideoState};

@@ -9,6 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+// The options from the LUCENT_GPU_* environment: the example's process boundary (tests/common/env.rs).
+#[path = "../tests/common/env.rs"]
+mod env;
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let stem = a.get(1).cloned().unwrap_or_else(|| "realesr-general-x4v3".into());
@@ -20,7 +24,7 @@ fn main() {
     for (name, coop, subgroup, props) in lucent_gpu::probe_coop() {
         println!("adapter {name}: EXPERIMENTAL_COOPERATIVE_MATRIX {coop}, SUBGROUP {subgroup}, configurations {props:?}");
     }
-    let be = lucent_gpu::GpuBackend::new(lucent_gpu::GpuOptions::from_env()).expect("GPU backend");
+    let be = lucent_gpu::GpuBackend::new(env::gpu_options_from_env(false)).expect("GPU backend");
     println!(
         "adapter {} ({}), f16 {}, cooperative matrices {:?}, MMA plan {:?} tile {:?}, FMA tile {:?}, max_tile {}",
         be.adapter_name(),

@@ -8,15 +8,20 @@
 //! Over 500 lines on purpose: the device thread, its message loop and the public handles form one
 //! protocol (every request, reply and failure path), kept readable side by side; kernels live in `ops/`.
 //!
-//! Environment: `LUCENT_ADAPTER` (adapter name substring), `LUCENT_GPU_F32=1` (ignore SHADER_F16),
-//! `LUCENT_GPU_F16_MATH=1` (accumulate convolutions in f16 too), `LUCENT_GPU_PROFILE=1` (per-layer
-//! GPU times to stderr when TIMESTAMP_QUERY is available), `LUCENT_GPU_TIMEOUT_S` (default 600, 3600 on CPU adapters),
-//! `LUCENT_GPU_CONV=fma|rb[:MC,PX]|direct|bm,bn,bk,tm` (force the convolution kernel / tile),
-//! `LUCENT_GPU_PIPELINE=1` (the GEMM kernels' pipelined form: double-buffered K slices),
-//! `LUCENT_GPU_COOP=0` (never use cooperative matrices; `1` also on CPU adapters; `emulate` forces
-//! the emulated MMA kernel), `LUCENT_GPU_TUNE=0|1|SIDE` (measured tile choice, [`tune`]: on by
-//! default for GPUs unless `LUCENT_GPU_CONV` or `LUCENT_GPU_PIPELINE` ask for a kernel or form;
-//! `1` also on CPU adapters; a number >= 8 is the probe's side in pixels, default 256).
+//! Options: [`GpuOptions`], given by the caller (the crate reads no `LUCENT_*` environment; the
+//! server maps its settings onto the addon's init options, the bench CLI at its `main`). Setting
+//! names in parentheses: `adapter_name` (`LUCENT_ADAPTER`, adapter name substring), `force_f32`
+//! (`LUCENT_GPU_F32=1`, ignore SHADER_F16), `f16_math` (`LUCENT_GPU_F16_MATH=1`, accumulate
+//! convolutions in f16 too), `profile` (`LUCENT_GPU_PROFILE=1`, per-layer GPU times to stderr when
+//! TIMESTAMP_QUERY is available), `timeout` (`LUCENT_GPU_TIMEOUT_S`, default 600, 3600 on CPU adapters),
+//! `conv` (`LUCENT_GPU_CONV=fma|rb[:MC,PX]|direct|bm,bn,bk,tm`, force the convolution kernel / tile),
+//! `pipeline` (`LUCENT_GPU_PIPELINE=1`, the GEMM kernels' pipelined form: double-buffered K slices),
+//! `coop` (`LUCENT_GPU_COOP=0` never use cooperative matrices; `1` also on CPU adapters; `emulate`
+//! forces the emulated MMA kernel), `tune` (`LUCENT_GPU_TUNE=0|1|SIDE`, measured tile choice,
+//! [`tune`]: on by default for GPUs unless `conv` or `pipeline` ask for a kernel or form; `1` also
+//! on CPU adapters; a number >= 8 is the probe's side in pixels, default 256), `tune_cache`
+//! (`LUCENT_GPU_TUNE_CACHE`). The string forms parse with [`ConvForce::parse`], [`Coop::parse`],
+//! [`TuneMode::parse`].
 //!
 //! Convolutions run on cooperative matrices (tensor cores, [`ops::mma`]) when the adapter lists
 //! the f16 x f16 -> f32 16x16x16 (or 8x8x8) configuration and offers SUBGROUP and SHADER_F16;
@@ -25,7 +30,7 @@
 //! register-blocked direct kernel of [`ops::rb`], which suits a SIMD CPU's JIT better, even where
 //! they list cooperative matrices (the device is still opened with them, so tests can force them).
 //!
-//! Layout: this file (device thread, handles, settings from the environment, prepare = tune then
+//! Layout: this file (device thread, handles, settings from the options, prepare = tune then
 //! build); `ops/` (one op family per file: its WGSL, typed parameters and recording);
 //! `choice.rs` (which convolution kernel runs where); `tune.rs` (the measured choice);
 //! `prep.rs` (a prepared network: fusion, recording each run); `rec.rs` (one run's buffers,
@@ -61,32 +66,8 @@ use std::time::Duration;
 pub use prep::LayerTime;
 pub use tune::Tuning;
 
-/// How to pick the adapter.
-#[derive(Clone, Debug, Default)]
-pub struct GpuOptions {
-    /// Case-insensitive substring of the adapter name (env `LUCENT_ADAPTER`).
-    pub adapter_name: Option<String>,
-    /// Allow a CPU adapter (lavapipe / llvmpipe, SwiftShader) when no real GPU matches.
-    pub allow_cpu_adapter: bool,
-    /// Use f32 storage even when the adapter offers SHADER_F16 (env `LUCENT_GPU_F32=1`).
-    pub force_f32: bool,
-}
-
-impl GpuOptions {
-    /// Options from the environment: `LUCENT_ADAPTER`, `LUCENT_GPU_F32`, and
-    /// `LUCENT_GPU_ALLOW_CPU=1` for allow_cpu_adapter.
-    pub fn from_env() -> Self {
-        GpuOptions {
-            adapter_name: std::env::var("LUCENT_ADAPTER").ok().filter(|s| !s.is_empty()),
-            allow_cpu_adapter: env_flag("LUCENT_GPU_ALLOW_CPU"),
-            force_f32: env_flag("LUCENT_GPU_F32"),
-        }
-    }
-}
-
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).map(|v| v == "1" || v.eq_ignore_ascii_case("true")).unwrap_or(false)
-}
+/// The options and their parts live in lucent-core (plain data; see there).
+pub use lucent_core::options::{CacheFile, ConvForce, Coop, GpuOptions, TuneMode};
 
 const BACKENDS: wgpu::Backends =
     wgpu::Backends::VULKAN.union(wgpu::Backends::METAL).union(wgpu::Backends::DX12);
@@ -175,31 +156,19 @@ pub struct Settings {
     pub tune: Option<tune::Tune>,
 }
 
-/// `LUCENT_GPU_TUNE`: "0" / "off" = never, "1" / "on" = on every adapter, a number >= 8 = on
-/// every adapter with that probe side; unset, GPUs tune unless `LUCENT_GPU_CONV` or
-/// `LUCENT_GPU_PIPELINE` ask for a kernel or form (CPU adapters run the register-blocked kernel,
-/// which has no candidates). The file cache: `LUCENT_GPU_TUNE_CACHE` (empty = none), else
-/// `$XDG_CACHE_HOME/lucent/gpu-tune.tsv` or `$HOME/.cache/lucent/gpu-tune.tsv`.
-fn tune_env(cpu_adapter: bool) -> Option<tune::Tune> {
-    let side = match std::env::var("LUCENT_GPU_TUNE").as_deref() {
-        Ok("0") | Ok("off") | Ok("false") => None,
-        Ok("1") | Ok("on") | Ok("true") => Some(tune::DEFAULT_SIDE),
-        Ok(v) if v.parse::<u32>().is_ok_and(|n| n >= 8) => v.parse().ok(),
-        _ => {
-            let asked = std::env::var_os("LUCENT_GPU_CONV").is_some() || std::env::var_os("LUCENT_GPU_PIPELINE").is_some();
+/// The tuner's settings from the options ([`TuneMode`]): the probe side and the file cache
+/// ([`GpuOptions::tune_cache`]); None: no tuning.
+fn tune_of(opts: &GpuOptions, cpu_adapter: bool) -> Option<tune::Tune> {
+    let side = match opts.tune {
+        TuneMode::Off => None,
+        TuneMode::On => Some(tune::DEFAULT_SIDE),
+        TuneMode::Side(n) => Some(n),
+        TuneMode::Auto => {
+            let asked = opts.conv.is_some() || opts.pipeline;
             (!cpu_adapter && !asked).then_some(tune::DEFAULT_SIDE)
         }
     }?;
-    let cache = match std::env::var_os("LUCENT_GPU_TUNE_CACHE") {
-        Some(p) if p.is_empty() => None,
-        Some(p) => Some(std::path::PathBuf::from(p)),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .filter(|p| !p.is_empty())
-            .map(std::path::PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").filter(|p| !p.is_empty()).map(|h| std::path::Path::new(&h).join(".cache")))
-            .map(|d| d.join("lucent").join("gpu-tune.tsv")),
-    };
-    Some(tune::Tune { side, cache })
+    Some(tune::Tune { side, cache: opts.tune_cache.resolve("gpu-tune.tsv") })
 }
 
 /// Which MMA kernel a handle uses: fragment size and mode.
@@ -211,18 +180,7 @@ pub struct MmaPlan {
     pub cfg: Option<MmaCfg>,
 }
 
-/// `LUCENT_GPU_COOP`: "0" / "false" = off, "emulate" = the emulated kernel, "1" / "on" = real
-/// cooperative matrices even on a CPU adapter, else auto (GPUs that list them).
-fn coop_env() -> &'static str {
-    match std::env::var("LUCENT_GPU_COOP").as_deref() {
-        Ok("0") | Ok("false") | Ok("off") => "off",
-        Ok("emulate") => "emulate",
-        Ok("1") | Ok("true") | Ok("on") => "on",
-        _ => "auto",
-    }
-}
-
-/// What `LUCENT_GPU_CONV` asks of the convolutions.
+/// What [`GpuOptions::conv`] asks of the convolutions.
 #[derive(Default)]
 struct ConvEnv {
     /// A forced GEMM tile.
@@ -233,26 +191,20 @@ struct ConvEnv {
     rb: Option<rb::RbCfg>,
 }
 
-/// The convolution kernel `LUCENT_GPU_CONV` forces: `direct`, a GEMM tile `bm,bn,bk,tm`, `rb` or
-/// `rb:MC,PX` (the register-blocked kernel on any device), `fma` (none of those: the GEMMs).
-/// Unset, CPU adapters get the register-blocked kernel with its default tile and GPUs nothing
-/// forced.
-fn conv_env(cpu_adapter: bool) -> ConvEnv {
-    let Ok(v) = std::env::var("LUCENT_GPU_CONV") else {
-        return ConvEnv { rb: cpu_adapter.then_some(rb::RbCfg::DEFAULT), ..Default::default() };
-    };
-    let nums = |t: &str| -> Vec<u32> { t.split(',').filter_map(|x| x.trim().parse().ok()).collect() };
-    if v == "direct" {
-        return ConvEnv { direct: true, ..Default::default() };
+/// The convolution kernel [`GpuOptions::conv`] forces ([`ConvForce`]; an invalid tile: the
+/// register-blocked kernel's default one, a GEMM tile nothing forced). None: CPU adapters get
+/// the register-blocked kernel with its default tile and GPUs nothing forced.
+fn conv_of(force: Option<ConvForce>, cpu_adapter: bool) -> ConvEnv {
+    match force {
+        None => ConvEnv { rb: cpu_adapter.then_some(rb::RbCfg::DEFAULT), ..Default::default() },
+        Some(ConvForce::Direct) => ConvEnv { direct: true, ..Default::default() },
+        Some(ConvForce::Rb(t)) => {
+            let c = t.map(|(mc, px)| rb::RbCfg { mc, px }).filter(|c| c.valid()).unwrap_or(rb::RbCfg::DEFAULT);
+            ConvEnv { rb: Some(c), ..Default::default() }
+        }
+        Some(ConvForce::Gemm([bm, bn, bk, tm])) => ConvEnv { gemm: Some(ConvCfg::new(bm, bn, bk, tm)).filter(|c| c.valid()), ..Default::default() },
+        Some(ConvForce::Fma) => ConvEnv::default(),
     }
-    if let Some(rest) = v.strip_prefix("rb") {
-        let n = nums(rest.trim_start_matches(':'));
-        let c = if n.len() == 2 { rb::RbCfg { mc: n[0], px: n[1] } } else { rb::RbCfg::DEFAULT };
-        return ConvEnv { rb: Some(if c.valid() { c } else { rb::RbCfg::DEFAULT }), ..Default::default() };
-    }
-    let n = nums(&v);
-    let gemm = (n.len() == 4).then(|| ConvCfg::new(n[0], n[1], n[2], n[3])).filter(|c| c.valid());
-    ConvEnv { gemm, ..Default::default() }
 }
 
 type Job = Box<dyn FnOnce(&mut DevCtx) + Send>;
@@ -411,11 +363,7 @@ impl DeviceHandle {
 fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
     let inst = new_instance();
     let adapters = pollster::block_on(inst.enumerate_adapters(BACKENDS));
-    let want = opts
-        .adapter_name
-        .clone()
-        .or_else(|| std::env::var("LUCENT_ADAPTER").ok().filter(|s| !s.is_empty()))
-        .map(|s| s.to_lowercase());
+    let want = opts.adapter_name.clone().filter(|s| !s.is_empty()).map(|s| s.to_lowercase());
     let rank = |t: wgpu::DeviceType| match t {
         wgpu::DeviceType::DiscreteGpu => 0,
         wgpu::DeviceType::IntegratedGpu => 1,
@@ -460,7 +408,7 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
     // Cooperative matrices: only when the adapter lists the f16 x f16 -> f32 shape we use and
     // has subgroups (subgroup_id) and f16; requested with experimental features enabled.
     let coop_needs = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16;
-    let mut coop_frag = if matches!(coop_env(), "auto" | "on") && af.contains(coop_needs) {
+    let mut coop_frag = if matches!(opts.coop, Coop::Auto | Coop::On) && af.contains(coop_needs) {
         mma::pick_frag(&adapter.cooperative_matrix_properties())
     } else {
         None
@@ -472,7 +420,7 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
             required_limits: limits.clone(),
             experimental_features: if experimental {
                 // SAFETY: wgpu's experimental cooperative-matrix API; used only with the
-                // configurations the adapter lists, and LUCENT_GPU_COOP=0 turns it off.
+                // configurations the adapter lists, and `Coop::Off` (LUCENT_GPU_COOP=0) turns it off.
                 unsafe { wgpu::ExperimentalFeatures::enabled() }
             } else {
                 wgpu::ExperimentalFeatures::disabled()
@@ -518,10 +466,9 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
         usage: wgpu::BufferUsages::STORAGE,
         mapped_at_creation: false,
     });
-    let timeout = std::env::var("LUCENT_GPU_TIMEOUT_S")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_secs)
+    let timeout = opts
+        .timeout
+        .filter(|t| !t.is_zero())
         // A CPU adapter (lavapipe) on a busy host can legitimately take many minutes per run.
         .unwrap_or(Duration::from_secs(if info.device_type == wgpu::DeviceType::Cpu { 3600 } else { 600 }));
     let summary = DeviceSummary {
@@ -588,6 +535,8 @@ static GLOBAL: Mutex<Option<Arc<DeviceHandle>>> = Mutex::new(None);
 pub struct GpuBackend {
     dev: Arc<DeviceHandle>,
     settings: Settings,
+    /// The handle's [`GpuOptions::coop`] (its default MMA plan).
+    coop: Coop,
 }
 
 impl GpuBackend {
@@ -607,34 +556,36 @@ impl GpuBackend {
                 d
             }
         };
-        let env = conv_env(dev.summary.device_type == "cpu");
+        let cpu_adapter = dev.summary.device_type == "cpu";
+        let conv = conv_of(opts.conv, cpu_adapter);
+        let f16 = dev.summary.f16 && !opts.force_f32;
         let settings = Settings {
-            f16: dev.summary.f16 && !opts.force_f32 && !env_flag("LUCENT_GPU_F32"),
-            f16_math: env_flag("LUCENT_GPU_F16_MATH"),
-            conv: env.gemm,
-            pipelined: env_flag("LUCENT_GPU_PIPELINE"),
-            profile: env_flag("LUCENT_GPU_PROFILE") && dev.summary.timestamps,
-            conv_direct: env.direct,
+            f16,
+            f16_math: opts.f16_math,
+            conv: conv.gemm,
+            pipelined: opts.pipeline,
+            profile: opts.profile && dev.summary.timestamps,
+            conv_direct: conv.direct,
             mma: None,
-            rb: env.rb,
-            tune: tune_env(dev.summary.device_type == "cpu"),
+            rb: conv.rb,
+            tune: tune_of(&opts, cpu_adapter),
         };
-        let mut be = GpuBackend { dev, settings };
+        let mut be = GpuBackend { dev, settings, coop: opts.coop };
         be.settings.mma = be.default_mma();
         Ok(be)
     }
 
     /// The MMA plan by default: real cooperative matrices where a GPU has them (unless
-    /// `LUCENT_GPU_COOP=0`). A CPU adapter that lists them (lavapipe in Mesa 26.1 does; 25.0 did not) runs
+    /// [`Coop::Off`], `LUCENT_GPU_COOP=0`). A CPU adapter that lists them (lavapipe in Mesa 26.1 does; 25.0 did not) runs
     /// them as per-lane loops, 14x slower than the register-blocked kernel on x4v3, so there they
-    /// run only with `LUCENT_GPU_COOP=1`. `LUCENT_GPU_COOP=emulate` picks the emulated kernel
+    /// run only with [`Coop::On`] (`LUCENT_GPU_COOP=1`). [`Coop::Emulate`] picks the emulated kernel
     /// (16x16, 32-wide subgroups) on any device.
     fn default_mma(&self) -> Option<MmaPlan> {
-        match coop_env() {
-            "off" => None,
-            "emulate" => Some(MmaPlan { frag: 16, mode: MmaMode::Emulated { sg: 32, f16_tiles: self.dev.summary.f16 }, cfg: None }),
-            "on" => self.coop_mma(None),
-            _ => self.coop_mma(None).filter(|_| self.dev.summary.device_type != "cpu"),
+        match self.coop {
+            Coop::Off => None,
+            Coop::Emulate => Some(MmaPlan { frag: 16, mode: MmaMode::Emulated { sg: 32, f16_tiles: self.dev.summary.f16 }, cfg: None }),
+            Coop::On => self.coop_mma(None),
+            Coop::Auto => self.coop_mma(None).filter(|_| self.dev.summary.device_type != "cpu"),
         }
     }
 
@@ -680,7 +631,7 @@ impl GpuBackend {
             MmaMode::Coop { .. } => self.dev.summary.coop_frag == Some(p.frag),
             MmaMode::Emulated { f16_tiles, .. } => !f16_tiles || self.dev.summary.f16,
         });
-        GpuBackend { dev: self.dev.clone(), settings: s }
+        GpuBackend { dev: self.dev.clone(), settings: s, coop: self.coop }
     }
 
     /// The real cooperative-matrix plan of this device (None where it has none), whatever the
@@ -759,7 +710,7 @@ impl GpuBackend {
 
 impl Backend for GpuBackend {
     fn info(&self) -> BackendInfo {
-        BackendInfo { kind: "gpu", adapter: self.dev.summary.adapter.clone(), f16: self.settings.f16 }
+        BackendInfo { kind: "gpu", adapter: self.dev.summary.adapter.clone(), f16: self.settings.f16, cpu_isa: None, threads: None }
     }
     fn prepare(&self, net: Arc<Net>) -> Result<Arc<dyn Prepared>> {
         Ok(Arc::new(self.prepare_gpu(net)?))

@@ -462,6 +462,9 @@ impl Prep {
                     Op::Softmax { axis } => softmax::record_softmax(ctx, rec, &io, *axis),
                     Op::Pooling(pl) => pool::record_pool(ctx, rec, &io, pl),
                     Op::Warp => warp::record(ctx, rec, &io),
+                    Op::LayerNorm { .. } | Op::Gelu | Op::PadToMultiple { .. } | Op::WindowAttention(_) | Op::ChannelAttention { .. } => {
+                        bail!(Code::ModelInvalid, "layer {lname}: {} is not supported by the GPU backend yet", layer.kind)
+                    }
                     Op::Custom { kind, .. } => {
                         bail!(Code::ModelInvalid, "layer {lname}: custom layer '{kind}' is not supported by the GPU backend")
                     }

@@ -80,7 +80,7 @@ fn adapter_filter_that_matches_nothing_is_gpu_unavailable() {
     let r = lucent_gpu::GpuBackend::new(lucent_gpu::GpuOptions {
         adapter_name: Some("no-such-adapter-xyz".into()),
         allow_cpu_adapter: false,
-        force_f32: false,
+        ..Default::default()
     });
     let has_real_gpu = lucent_gpu::probe_adapters().iter().any(|(_, t)| t != "cpu");
     if !has_real_gpu {

@@ -24,7 +24,7 @@
 //! `--dump` writes), `quit` ends it. Threads: `--threads`, default all available cores (as
 //! `CpuBackend::new(None)`). LUCENT_CPU_PROFILE=1 prints per-op-kind times of every run.
 
-use lucent_core::cpu::{CpuBackend, CpuNet};
+use lucent_core::cpu::{CpuBackend, CpuNet, CpuOptions};
 use lucent_core::{Cancel, Prepared, Tensor};
 use lucent_models::{load, Limits};
 use serde_json::Value;
@@ -188,7 +188,8 @@ fn main() {
         println!("made {dir}");
         return;
     }
-    let cpu = CpuBackend::new(threads);
+    // LUCENT_CPU_PROFILE (set at all): per-op-kind times of every run, as the CLI reads it.
+    let cpu = CpuBackend::with_options(&CpuOptions { threads, profile: std::env::var_os("LUCENT_CPU_PROFILE").is_some(), ..Default::default() });
     let size_arg: Option<usize> = arg(&args, "--size").map(|s| s.parse().expect("--size"));
     if let Some(model) = arg(&args, "--model") {
         let size = size_arg.unwrap_or(128);

@@ -278,13 +278,13 @@ fn lying_safetensors_headers_are_refused() {
 fn an_unknown_architecture_names_what_was_found() {
     let ok = safetensors(
         concat!(
-            r#"{"layers.0.residual_group.blocks.0.norm1.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"#,
-            r#""layers.0.residual_group.blocks.0.attn.relative_position_index":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#
+            r#"{"relative_position_index_SA":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"#,
+            r#""layers.0.residual_group.blocks.0.conv_block.cab.0.weight":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#
         ),
         8,
     );
-    let e = load(&ok, "swinir.safetensors", &Limits::default()).err().unwrap();
-    assert!(e.message.contains("SwinIR"), "{}", e.message);
+    let e = load(&ok, "hat.safetensors", &Limits::default()).err().unwrap();
+    assert!(e.message.contains("recognised HAT"), "{}", e.message);
     let ok = safetensors(r#"{"foo.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#, 8);
     let e = load(&ok, "x.safetensors", &Limits::default()).err().unwrap();
     assert!(e.message.contains("unknown architecture") && e.message.contains("foo.weight"), "{}", e.message);

@@ -9,15 +9,17 @@
 //! for realesr-general-x4v3 (2 shapes). [`log`] lists what was measured (`cpu_bench` prints it).
 //!
 //! And across processes, in a file (a line per shape), so a CLI run or a restarted server does not
-//! measure again: `LUCENT_CPU_CALIBRATION_CACHE` (empty = no file), else
+//! measure again: the backend option [`super::CpuOptions::calibration_cache`] (the server's
+//! `LUCENT_CPU_CALIBRATION_CACHE`; empty = no file; the first backend of the process sets it), else
 //! `$XDG_CACHE_HOME/lucent/cpu-calibration.tsv` or `$HOME/.cache/lucent/cpu-calibration.tsv`. A line
 //! is keyed by the CPU model (/proc/cpuinfo), the ISA level, the thread count, the shape, and this
 //! build's kernels (crate version and a hash of the kernel sources, build.rs): another machine,
-//! another `LUCENT_CPU_ISA` or `LUCENT_WORKERS` split, or changed kernels measure again. A file
+//! another ISA cap or `LUCENT_WORKERS` split, or changed kernels measure again. A file
 //! that cannot be read or written costs a measurement, nothing else.
 //!
-//! `LUCENT_CPU_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies without measuring
-//! ([`ConvPolicy`]; `CpuBackend::with_policy` sets it per backend).
+//! [`ConvPolicy`] (option [`super::CpuOptions::policy`], the server's `LUCENT_CPU_WINOGRAD`: `0`
+//! im2col, `1` Winograd wherever it applies without measuring; `CpuBackend::with_policy` sets it
+//! per backend).
 
 use super::conv::{conv_forward, ConvAlgo};
 use super::isa::Isa;
@@ -68,9 +70,10 @@ pub fn log() -> Vec<Measured> {
 }
 
 /// How a backend picks the algorithm of its Winograd-capable convs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConvPolicy {
     /// By measured cost (the default).
+    #[default]
     Measure,
     /// Winograd wherever it applies.
     Winograd,
@@ -79,11 +82,11 @@ pub enum ConvPolicy {
 }
 
 impl ConvPolicy {
-    /// `LUCENT_CPU_WINOGRAD`: `0` im2col, `1` Winograd, unset (or anything else) measure.
-    pub fn from_env() -> ConvPolicy {
-        match std::env::var("LUCENT_CPU_WINOGRAD").as_deref() {
-            Ok("0") => ConvPolicy::Im2col,
-            Ok("1") => ConvPolicy::Winograd,
+    /// A setting's value (`LUCENT_CPU_WINOGRAD`): `0` im2col, `1` Winograd, anything else measure.
+    pub fn from_setting(v: &str) -> ConvPolicy {
+        match v.trim() {
+            "0" | "im2col" => ConvPolicy::Im2col,
+            "1" | "winograd" => ConvPolicy::Winograd,
             _ => ConvPolicy::Measure,
         }
     }
@@ -175,19 +178,17 @@ pub fn measure(ic: usize, oc: usize, isa: Isa) -> Measured {
 
 // ------------------------------------------------------------------ the file cache
 
+static CACHE_FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Sets the process's cache file (see the module doc) from a backend's options; the first call
+/// (or the first measurement, which takes the default) wins.
+pub fn set_cache_file(f: &super::options::CacheFile) {
+    let _ = CACHE_FILE.get_or_init(|| f.resolve("cpu-calibration.tsv"));
+}
+
 /// The cache file (see the module doc), or None.
 fn cache_file() -> Option<&'static Path> {
-    static F: OnceLock<Option<PathBuf>> = OnceLock::new();
-    F.get_or_init(|| match std::env::var_os("LUCENT_CPU_CALIBRATION_CACHE") {
-        Some(p) if p.is_empty() => None,
-        Some(p) => Some(PathBuf::from(p)),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").filter(|p| !p.is_empty()).map(|h| Path::new(&h).join(".cache")))
-            .map(|d| d.join("lucent").join("cpu-calibration.tsv")),
-    })
-    .as_deref()
+    CACHE_FILE.get_or_init(|| super::options::CacheFile::Default.resolve("cpu-calibration.tsv")).as_deref()
 }
 
 /// The file's lines (key -> value), read once per process and file.

@@ -1,5 +1,5 @@
 //! Convolution kernels other than Winograd: row-block im2col + GEMM (the `gemm` crate), the
-//! depthwise direct loop, and deconvolution (GEMM then scatter-add). Also [`ConvAlgo`], the
+//! depthwise direct loop, large kernels through [`super::direct`], and deconvolution (GEMM then scatter-add). Also [`ConvAlgo`], the
 //! per-layer choice between im2col and Winograd, and [`conv_forward`], which runs a conv with its
 //! fused epilogue ([`super::epilogue`]) on either.
 //!
@@ -10,7 +10,7 @@
 
 use super::epilogue::{Residual, RowOps};
 use super::isa::Isa;
-use super::{winograd, Val};
+use super::{direct, winograd, Val};
 use crate::bail;
 use crate::error::{Code, Result};
 use crate::ncnn::model::Conv;
@@ -110,6 +110,10 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
     let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope, residual, plane };
     if c.group == c.num_input && c.group == c.num_output {
         depthwise(c, &planes, w, h, g, &mut out, &ops);
+        return Ok(out);
+    }
+    if matches!(algo, ConvAlgo::Im2col) && direct::fits(c) {
+        direct::forward(c, &planes, w, h, g, &mut out, &ops);
         return Ok(out);
     }
     if let ConvAlgo::Winograd(p) = algo {

@@ -1,9 +1,10 @@
 //! Which instruction set the CPU backend's hot loops use, decided once per process.
 //!
 //! [`Isa::detected`] reads the CPU's features once (`is_x86_feature_detected!`, which also checks
-//! that the OS saves the wide registers) and caches the answer. `LUCENT_CPU_ISA=scalar|avx2|avx512`
-//! lowers it for comparisons (a level the CPU lacks is never used: asking for one is ignored with
-//! a message on stderr). A backend built with [`crate::cpu::CpuBackend::with_isa`] pins one level.
+//! that the OS saves the wide registers) and caches the answer. The backend's option
+//! [`crate::cpu::CpuOptions::isa`] (the server's `LUCENT_CPU_ISA=scalar|avx2|avx512`) lowers it for
+//! comparisons (a level the CPU lacks is never used: asking for one is ignored with a message on
+//! stderr). A backend built with [`crate::cpu::CpuBackend::with_isa`] pins one level.
 //!
 //! What each level covers: the Winograd GEMM micro-kernels ([`super::wgemm`]), the Winograd input and
 //! output transforms, and the conv epilogues (compiled once per level with `#[target_feature]`).
@@ -73,26 +74,16 @@ impl Isa {
         })
     }
 
-    /// The best level this CPU supports, lowered by `LUCENT_CPU_ISA`; read once per process.
-    pub fn detected() -> Isa {
+    /// The best level this CPU supports; detected once per process.
+    pub fn best() -> Isa {
         static ISA: OnceLock<Isa> = OnceLock::new();
-        *ISA.get_or_init(|| {
-            let best = Isa::ALL.into_iter().rev().find(|i| i.supported()).unwrap_or(Isa::Scalar);
-            match std::env::var("LUCENT_CPU_ISA").ok().filter(|s| !s.is_empty()) {
-                None => best,
-                Some(s) => match Isa::parse(&s) {
-                    Some(want) if want <= best => want,
-                    Some(want) => {
-                        eprintln!("LUCENT_CPU_ISA={s}: {} is not supported here, using {}", want.name(), best.name());
-                        best
-                    }
-                    None => {
-                        eprintln!("LUCENT_CPU_ISA={s}: unknown (scalar, avx2, avx512), using {}", best.name());
-                        best
-                    }
-                },
-            }
-        })
+        *ISA.get_or_init(|| Isa::ALL.into_iter().rev().find(|i| i.supported()).unwrap_or(Isa::Scalar))
+    }
+
+    /// The level a backend uses without options: [`Isa::best`] (a backend's
+    /// [`crate::cpu::CpuOptions::isa`] may lower it).
+    pub fn detected() -> Isa {
+        Isa::best()
     }
 }
 

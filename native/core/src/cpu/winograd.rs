@@ -102,13 +102,23 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Tiles per block along a tile row: [`CHUNK`] (or `LUCENT_CPU_WINO_CHUNK`, for measurements), cut
+/// Process-wide tiles per block (0: [`CHUNK`]), from [`super::CpuOptions::wino_chunk`] (the
+/// server's `LUCENT_CPU_WINO_CHUNK`, for measurements) through [`set_chunk`].
+static CHUNK_SET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the tiles per block for the process (a backend's option; 0 = the default).
+pub fn set_chunk(n: usize) {
+    CHUNK_SET.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Tiles per block along a tile row: [`CHUNK`] (or the one [`set_chunk`] set), cut
 /// down so that there are at least 4 blocks per thread when the map is small, never below one
 /// vector of tiles; rounded to whole vectors so only a row's last block carries pad tiles.
 fn chunk_tiles(tw: usize, th: usize, lanes: usize) -> usize {
-    use std::sync::OnceLock;
-    static CH: OnceLock<usize> = OnceLock::new();
-    let base = *CH.get_or_init(|| std::env::var("LUCENT_CPU_WINO_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&v| v > 0).unwrap_or(CHUNK));
+    let base = match CHUNK_SET.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => CHUNK,
+        n => n,
+    };
     let threads = rayon::current_num_threads().max(1);
     let mut chunk = base.min(tw);
     while chunk > lanes && th * tw.div_ceil(chunk) < 4 * threads {

@@ -2,7 +2,7 @@
 //! parameters (ncnn's defaults applied) and its weights as f32. Backends execute this; nothing
 //! here computes.
 //!
-//! Long (~580 lines) on purpose: one typed constructor per ncnn layer kind, kept side by side so a layer's
+//! Long (~640 lines) on purpose: one typed constructor per ncnn layer kind, kept side by side so a layer's
 //! parameters read next to its siblings'; parsing is in `param.rs`, weights in `bin.rs`.
 
 use super::bin::WeightReader;
@@ -227,6 +227,34 @@ pub struct Interp {
     pub align_corner: bool,
 }
 
+/// Shifted-window multi-head self-attention over a 3-D blob of `3·C` channels (queries, keys,
+/// values, each `C` channels; head `h` owns channels `h·d .. (h+1)·d` of each, `d = C / heads`);
+/// output `C` channels of the input's size. Steps, as Swin / DAT compute them:
+/// 1. zero-pad bottom/right to a multiple of `pad_multiple` (q = k = v = 0 there);
+/// 2. cyclic shift: the shifted frame's pixel (y, x) is the padded frame's
+///    ((y + shift_y) mod H', (x + shift_x) mod W') (`torch.roll` by -shift);
+/// 3. per `win_h` x `win_w` window of the shifted frame and head: `softmax(q·kᵀ·scale + bias
+///    [+ mask]) · v`, tokens in row-major order in the window, `bias` (heads x N x N, N = win_h·win_w)
+///    added as is;
+/// 4. with `masked`, the Swin mask: each pixel of the shifted frame gets a region label from
+///    Python's slices `(0, -win), (-win, -shift), (-shift, None)` per axis (later slices win), and
+///    pairs of tokens with different labels get `mask_value` (-100 in Swin and DAT);
+/// 5. shift back and crop the padding. See [`crate::reference::window_attention`].
+#[derive(Debug, Clone)]
+pub struct WindowAttention {
+    pub heads: usize,
+    pub win_h: usize,
+    pub win_w: usize,
+    pub shift_y: usize,
+    pub shift_x: usize,
+    pub pad_multiple: usize,
+    pub scale: f32,
+    /// heads x N x N, added to the scaled scores (relative position bias); empty = none.
+    pub bias: Vec<f32>,
+    pub masked: bool,
+    pub mask_value: f32,
+}
+
 #[derive(Debug, Clone)]
 pub enum Op {
     Input { w: i32, h: i32, c: i32 },
@@ -258,6 +286,23 @@ pub enum Op {
     /// out(c, y, x) = image(c, y + flow_y, x + flow_x) with the sample point clamped to the image
     /// (border padding). See [`crate::reference::warp`].
     Warp,
+    /// Layer normalisation over the channels of each pixel of a 3-D blob (PyTorch's
+    /// `nn.LayerNorm(c)` on (h·w, c) tokens): `(x - mean) / sqrt(var + eps) · weight + bias`, the
+    /// variance biased. See [`crate::reference::layer_norm`].
+    LayerNorm { weight: Vec<f32>, bias: Vec<f32>, eps: f32 },
+    /// GELU in its exact (erf) form, PyTorch's default: `x · (1 + erf(x / √2)) / 2`.
+    Gelu,
+    /// Bottom/right reflect padding of a 3-D blob up to the next multiple of `multiple` in
+    /// height and width (PyTorch's `F.pad(x, (0, pw, 0, ph), "reflect")`); a no-op when already
+    /// a multiple. See [`crate::reference::pad_to_multiple`].
+    PadToMultiple { multiple: usize },
+    /// Shifted-window multi-head self-attention (Swin / DAT). See [`WindowAttention`].
+    WindowAttention(WindowAttention),
+    /// Transposed (channel) multi-head attention over the whole blob (DAT's channel attention,
+    /// Restormer's MDTA). Input: `3·C` channels (queries, keys, values), output `C`. Per head `h`
+    /// of `d = C / heads` channels: q and k rows (one per channel, over all pixels) are L2
+    /// normalised (`max(‖·‖, 1e-12)`), `A = softmax(q·kᵀ · temperature[h])` (d x d), out = A·v.
+    ChannelAttention { heads: usize, temperature: Vec<f32> },
     /// A layer type this engine does not implement itself (none known today); a backend either
     /// knows it by name or fails with `model_invalid` at run time.
     Custom { kind: String, params: ParamDict },

@@ -3,16 +3,19 @@
 
 use lucent_core::ncnn::Net;
 use lucent_core::Tensor;
-use lucent_gpu::{GpuBackend, GpuOptions};
+use lucent_gpu::GpuBackend;
 
-/// The GPU backend (a CPU adapter such as lavapipe is allowed). Fails loudly when no adapter
+pub mod env;
+
+/// The GPU backend (a CPU adapter such as lavapipe is allowed; the other options from the
+/// `LUCENT_GPU_*` environment of the test run, [`env`]). Fails loudly when no adapter
 /// exists; only LUCENT_SKIP_GPU_TESTS=1 opts out (returns None).
 pub fn backend() -> Option<GpuBackend> {
     if std::env::var("LUCENT_SKIP_GPU_TESTS").as_deref() == Ok("1") {
         eprintln!("LUCENT_SKIP_GPU_TESTS=1: skipping GPU test");
         return None;
     }
-    match GpuBackend::new(GpuOptions { allow_cpu_adapter: true, ..Default::default() }) {
+    match GpuBackend::new(env::gpu_options_from_env(true)) {
         Ok(b) => Some(b),
         Err(e) => panic!(
             "no GPU adapter for the tests ({e}); adapters: {:?}. Install mesa-vulkan-drivers (lavapipe) or set LUCENT_SKIP_GPU_TESTS=1",

@@ -62,12 +62,17 @@ pub enum Arch {
     Compact(Compact),
     Span(Span),
     RealPlksr(RealPlksr),
+    SwinIr(SwinIr),
+    Dat(Dat),
 }
+
+mod transformer;
+pub use transformer::{Dat, SwinIr};
 
 /// What a model is, as spandrel would describe it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
-    /// spandrel's architecture id: "ESRGAN", "Compact", "SPAN", "PLKSR".
+    /// spandrel's architecture id: "ESRGAN", "Compact", "SPAN", "PLKSR", "SwinIR", "DAT".
     pub architecture: &'static str,
     pub scale: usize,
     pub in_channels: usize,
@@ -78,7 +83,7 @@ pub struct ModelInfo {
     pub warnings: Vec<String>,
 }
 
-fn has(sd: &StateDict, k: &str) -> bool {
+pub(crate) fn has(sd: &StateDict, k: &str) -> bool {
     sd.contains_key(k)
 }
 
@@ -86,13 +91,13 @@ pub(crate) fn get<'a>(sd: &'a StateDict, k: &str) -> Result<&'a Param> {
     sd.get(k).ok_or_else(|| Error::new(Code::ModelInvalid, format!("tensor '{k}' is missing")))
 }
 
-fn dim(sd: &StateDict, k: &str, i: usize) -> Result<usize> {
+pub(crate) fn dim(sd: &StateDict, k: &str, i: usize) -> Result<usize> {
     let p = get(sd, k)?;
     p.shape.get(i).copied().ok_or_else(|| Error::new(Code::ModelInvalid, format!("tensor '{k}' has rank {}, wanted more than {i}", p.shape.len())))
 }
 
 /// Length of a numbered sequence: 1 + the highest `i` in `{prefix}.{i}.…` keys (0 if none).
-fn seq_len(sd: &StateDict, prefix: &str) -> usize {
+pub(crate) fn seq_len(sd: &StateDict, prefix: &str) -> usize {
     let p = format!("{prefix}.");
     sd.keys()
         .filter_map(|k| k.strip_prefix(&p)?.split('.').next()?.parse::<usize>().ok())
@@ -314,14 +319,12 @@ fn detect_realplksr(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
 
 /// Architectures spandrel knows that Lucent cannot build yet, each by keys that mark it (all must
 /// be present; checked in this order, so the more specific come first).
-const KNOWN_UNSUPPORTED: [(&[&str], &str); 10] = [
+const KNOWN_UNSUPPORTED: [(&[&str], &str); 8] = [
     (&["feats.0.weight", "feats.1.channe_mixer.0.weight", "feats.1.refine.weight"], "PLKSR"),
     (&["relative_position_index_SA", "layers.0.residual_group.td"], "ATD"),
     (&["relative_position_index_SA", "layers.0.residual_group.blocks.0.conv_block.cab.0.weight"], "HAT"),
-    (&["layers.0.residual_group.blocks.0.norm1.weight", "layers.0.residual_group.blocks.0.attn.relative_position_index"], "SwinIR"),
     (&["layers.0.swin1.attn.relative_position_bias_table"], "DRCT"),
     (&["before_RG.1.weight", "layers.0.blocks.0.gamma", "layers.0.blocks.0.attn.attns.0.rpe_biases"], "RGT"),
-    (&["before_RG.1.weight", "layers.0.blocks.0.ffn.sg.conv.weight"], "DAT"),
     (&["to_feat.weight", "feats.0.safm.mfr.0.weight"], "SAFMN"),
     (&["input.weight", "up.0.weight", "residual_layer.0.residual_layer.0.layer.0.fn.0.weight"], "OmniSR"),
     (&["conv_first.weight", "conv_last.weight"], "an RRDBNet-like network without RRDB blocks"),
@@ -344,13 +347,26 @@ pub fn detect(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
     if ["feats.0.weight", "feats.1.lk.conv.weight", "feats.1.refine.weight", "feats.1.channel_mixer.0.weight"].iter().all(|k| has(sd, k)) {
         return detect_realplksr(sd);
     }
+    if ["layers.0.residual_group.blocks.0.norm1.weight", "layers.0.residual_group.blocks.0.mlp.fc1.bias", "layers.0.residual_group.blocks.0.attn.relative_position_index"]
+        .iter()
+        .all(|k| has(sd, k))
+        && (has(sd, "conv_first.weight") || has(sd, "conv_first.1.weight"))
+    {
+        return transformer::detect_swinir(sd);
+    }
+    if ["conv_first.weight", "before_RG.1.weight", "layers.0.blocks.0.ffn.sg.conv.weight", "layers.0.blocks.0.attn.attns.0.rpe_biases", "norm.weight"]
+        .iter()
+        .all(|k| has(sd, k))
+    {
+        return transformer::detect_dat(sd);
+    }
     let known = KNOWN_UNSUPPORTED.iter().find(|(keys, _)| keys.iter().all(|k| has(sd, k))).map(|(_, n)| *n);
     let sample: Vec<&str> = sd.keys().take(4).map(|k| k.as_str()).collect();
     match known {
-        Some(name) => bail!(Code::ModelInvalid, "recognised {name}, which Lucent cannot run yet (supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR)"),
+        Some(name) => bail!(Code::ModelInvalid, "recognised {name}, which Lucent cannot run yet (supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR, SwinIR, DAT)"),
         None => bail!(
             Code::ModelInvalid,
-            "unknown architecture ({} tensors, first keys {:?}); supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR",
+            "unknown architecture ({} tensors, first keys {:?}); supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR, SwinIR, DAT",
             sd.len(),
             sample
         ),

@@ -1,5 +1,6 @@
-//! Where a face-model frame's time goes: with `LUCENT_FACE_PROFILE=1` in the environment, every
-//! video frame (and still picture) of a face model prints one line to stderr:
+//! Where a face-model frame's time goes: with the engine option `face_profile` (the server's
+//! `LUCENT_FACE_PROFILE=1`; [`set_enabled`] at engine construction), every video frame (and still
+//! picture) of a face model prints one line to stderr:
 //!
 //! `face-profile 640x480 x2: base 4148 ms | detect 233 ms | 2 faces: 207x207->207x207 sr/realesr-general-x4v3 811 ms + 13 ms; ... | total 7996 ms`
 //!
@@ -7,13 +8,20 @@
 //! Off (the default) it costs one relaxed atomic load per frame.
 
 use std::fmt::Write as _;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-/// Whether `LUCENT_FACE_PROFILE` is set to something other than "" / "0" (read once).
+/// Process-wide: the face pipelines run deep below the engine's entry points.
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Turns the per-frame report on or off for the process (the engine's `face_profile` option).
+pub fn set_enabled(on: bool) {
+    ON.store(on, Ordering::Relaxed);
+}
+
+/// Whether the per-frame report is on.
 pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("LUCENT_FACE_PROFILE").map(|v| !v.is_empty() && v != "0").unwrap_or(false))
+    ON.load(Ordering::Relaxed)
 }
 
 /// One face's share of a frame.

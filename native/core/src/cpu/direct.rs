@@ -1,0 +1,221 @@
+//! Direct convolution for large kernels (7x7 and up, stride 1, no dilation, one group), e.g.
+//! RealPLKSR's 17x17 conv over 16 channels: there im2col copies `k² · C` floats per output pixel
+//! for only `C_out` multiply-adds per copied float, and the copy costs as much as the product.
+//!
+//! The input is padded once (pad value around, zeros past the right edge up to a whole number of
+//! vector blocks); then for each output row and block of `OB` output channels, strips of `NX`
+//! vectors of outputs are accumulated in registers over every (input channel, ky, kx): `NX` input
+//! loads and `OB` weight broadcasts feed `OB · NX` FMAs. AVX-512F: OB 8, NX 3 (24 accumulators);
+//! AVX2: OB 4, NX 2; the portable path: 8 lanes, OB 4, NX 2. Rows are spread over the rayon pool;
+//! each finished row gets the conv's epilogue while in cache.
+
+use super::conv::SendPtr;
+use super::epilogue::RowOps;
+use super::isa::Isa;
+use super::simd::{Lanes, Simd};
+use crate::ncnn::model::Conv;
+use crate::reference::ConvGeometry;
+use crate::tensor::Tensor;
+use rayon::prelude::*;
+
+/// Whether [`forward`] runs `c`.
+pub fn fits(c: &Conv) -> bool {
+    c.group == 1 && c.stride_w == 1 && c.stride_h == 1 && c.dilation_w == 1 && c.dilation_h == 1 && c.kernel_w >= 7 && c.kernel_h >= 7
+}
+
+/// `out` (num_output x out_h x out_w) = conv of `planes` (w x h each) with its epilogue `ops`.
+pub fn forward(c: &Conv, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+    match ops.isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => forward_with::<super::simd::Avx512, 8, 3>(c, planes, w, h, g, out, ops, row_avx512),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => forward_with::<super::simd::Avx2, 4, 2>(c, planes, w, h, g, out, ops, row_avx2),
+        _ => forward_with::<Lanes<8>, 4, 2>(c, planes, w, h, g, out, ops, row_portable),
+    }
+}
+
+/// The padded input and packed weights of one run, and where a row job reads them.
+struct Job<'a> {
+    pad: &'a [f32],
+    pw: usize,
+    ph: usize,
+    ci: usize,
+    kh: usize,
+    kw: usize,
+    xw: usize,
+}
+
+/// Computes output row `y` of the `OB` outputs whose packed weights start at `wp` into `acc`
+/// (OB x xw). Unsafe: `wp` must hold `ci·kh·kw·OB` floats, `acc` OB x xw, `y < out_h`, and the CPU
+/// must support the ISA the function is compiled for.
+type RowFn = unsafe fn(&Job, *const f32, usize, &mut [f32]);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn row_avx512(j: &Job, wp: *const f32, y: usize, acc: &mut [f32]) {
+    row::<super::simd::Avx512, 8, 3>(j, wp, y, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_avx2(j: &Job, wp: *const f32, y: usize, acc: &mut [f32]) {
+    row::<super::simd::Avx2, 4, 2>(j, wp, y, acc)
+}
+
+unsafe fn row_portable(j: &Job, wp: *const f32, y: usize, acc: &mut [f32]) {
+    row::<Lanes<8>, 4, 2>(j, wp, y, acc)
+}
+
+#[inline(always)]
+unsafe fn row<S: Simd, const OB: usize, const NX: usize>(j: &Job, wp: *const f32, y: usize, acc: &mut [f32]) {
+    for x0 in (0..j.xw).step_by(S::LANES * NX) {
+        strip_block::<S, OB, NX>(j.pad, j.pw, j.ph, j.ci, j.kh, j.kw, wp, y, x0, acc.as_mut_ptr(), j.xw);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn forward_with<S: Simd, const OB: usize, const NX: usize>(c: &Conv, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps, row_fn: RowFn) {
+    let (kh, kw, ci, co) = (c.kernel_h, c.kernel_w, c.num_input, c.num_output);
+    let (oh, ow) = (g.out_h, g.out_w);
+    let strip = S::LANES * NX;
+    let xw = ow.div_ceil(strip) * strip;
+    // Padded input: rows -pad_top .. oh + kh - 1 - pad_top, columns -pad_left .. xw + kw - 1 - pad_left.
+    let (ph, pw) = (oh + kh - 1, xw + kw - 1);
+    let mut pad = vec![c.pad_value; ci * ph * pw];
+    pad.par_chunks_mut(ph * pw).zip(planes).for_each(|(dst, src)| {
+        for yy in 0..ph {
+            let Some(iy) = (yy as isize - g.pad_top as isize).try_into().ok().filter(|&iy: &usize| iy < h) else { continue };
+            let row = &mut dst[yy * pw..(yy + 1) * pw];
+            let x0 = g.pad_left.min(pw);
+            let n = w.min(pw - x0);
+            row[x0..x0 + n].copy_from_slice(&src[iy * w..iy * w + n]);
+            // Past the output's right edge: zeros (those outputs are dropped).
+            let valid = (ow + kw - 1).min(pw);
+            row[valid..].fill(0.0);
+        }
+    });
+    // Weights: [o block][i][ky][kx][OB], zero for outputs past num_output.
+    let nob = co.div_ceil(OB);
+    let per_block = ci * kh * kw * OB;
+    let mut wp = vec![0.0f32; nob * per_block];
+    for o in 0..co {
+        let (b, ol) = (o / OB, o % OB);
+        for i in 0..ci {
+            for k in 0..kh * kw {
+                wp[b * per_block + (i * kh * kw + k) * OB + ol] = c.weight[(o * ci + i) * kh * kw + k];
+            }
+        }
+    }
+    let job = Job { pad: &pad, pw, ph, ci, kh, kw, xw };
+    let plane = oh * ow;
+    let dst = SendPtr(out.data.as_mut_ptr());
+    (0..nob * oh).into_par_iter().for_each_init(
+        || vec![0.0f32; OB * xw],
+        |acc, k| {
+            #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
+            let dst = dst;
+            let (b, y) = (k / oh, k % oh);
+            // SAFETY: `wp` holds nob blocks of per_block floats, `acc` OB x xw, y < oh; `row_fn`
+            // was picked for `ops.isa`, which the backend only pins when the CPU supports it.
+            unsafe { row_fn(&job, wp.as_ptr().add(b * per_block), y, acc) };
+            for ol in 0..OB.min(co - b * OB) {
+                let o = b * OB + ol;
+                // SAFETY: each (o, y) row of the output is written by one job only.
+                let row = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane + y * ow), ow) };
+                row.copy_from_slice(&acc[ol * xw..ol * xw + ow]);
+                ops.apply(o, y * ow, row);
+            }
+        },
+    );
+}
+
+/// `acc[o][x0 .. x0 + LANES·NX]` (row stride `xw`) = the conv of output row `y` for the `OB`
+/// outputs whose packed weights start at `wp`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn strip_block<S: Simd, const OB: usize, const NX: usize>(pad: &[f32], pw: usize, ph: usize, ci: usize, kh: usize, kw: usize, wp: *const f32, y: usize, x0: usize, acc_out: *mut f32, xw: usize) {
+    let mut acc = [[S::zero(); NX]; OB];
+    for i in 0..ci {
+        for ky in 0..kh {
+            let row = pad.as_ptr().add((i * ph + y + ky) * pw + x0);
+            let wrow = wp.add((i * kh + ky) * kw * OB);
+            for kx in 0..kw {
+                let mut v = [S::zero(); NX];
+                for (n, vn) in v.iter_mut().enumerate() {
+                    *vn = S::load(row.add(kx + n * S::LANES));
+                }
+                let wk = wrow.add(kx * OB);
+                for (o, acc_o) in acc.iter_mut().enumerate() {
+                    let wv = S::splat(wk.add(o));
+                    for (a, vn) in acc_o.iter_mut().zip(&v) {
+                        *a = S::fma(*a, wv, *vn);
+                    }
+                }
+            }
+        }
+    }
+    for (o, acc_o) in acc.iter().enumerate() {
+        for (n, a) in acc_o.iter().enumerate() {
+            S::store(acc_out.add(o * xw + x0 + n * S::LANES), *a);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ncnn::model::{Activation, Padding};
+    use crate::reference;
+
+    fn conv(ci: usize, co: usize, k: usize, pad: usize, pad_value: f32, seed: u32) -> Conv {
+        let mut s = seed;
+        let mut r = move || {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+        };
+        Conv {
+            num_output: co,
+            num_input: ci,
+            group: 1,
+            kernel_w: k,
+            kernel_h: k,
+            dilation_w: 1,
+            dilation_h: 1,
+            stride_w: 1,
+            stride_h: 1,
+            pad: Padding::Explicit { left: pad, right: pad, top: pad, bottom: pad },
+            pad_value,
+            output_pad_right: 0,
+            output_pad_bottom: 0,
+            output_w: 0,
+            output_h: 0,
+            weight: (0..co * ci * k * k).map(|_| r()).collect(),
+            bias: Some((0..co).map(|_| r()).collect()),
+            activation: Activation::LeakyRelu(0.1),
+        }
+    }
+
+    /// Every ISA level this CPU runs against the reference conv, on sizes that are not multiples
+    /// of the blocks (outputs, strips), with and without padding and with a pad value:
+    /// max |direct - ref| / max(1, max |ref|) <= 1e-5 (sums of up to 17·17·9 products in [-1, 1)).
+    #[test]
+    fn direct_matches_the_reference_conv() {
+        let cases = [(16, 16, 17, 8, 0.0, 37, 29), (3, 5, 7, 3, 0.0, 9, 50), (9, 13, 9, 0, 0.0, 40, 17), (2, 9, 7, 2, 0.5, 21, 33)];
+        for isa in Isa::ALL.into_iter().filter(|i| i.supported()) {
+            for (n, &(ci, co, k, pad, pv, w, h)) in cases.iter().enumerate() {
+                let c = conv(ci, co, k, pad, pv, n as u32 + 1);
+                assert!(fits(&c));
+                let x = Tensor::from_vec(ci, h, w, (0..ci * h * w).map(|i| ((i * 2_654_435_761) % 2001) as f32 / 1000.0 - 1.0).collect());
+                let want = reference::conv(&c, &x).unwrap();
+                let g = reference::conv_geometry(&c, w, h).unwrap();
+                let mut got = Tensor::zeros(co, g.out_h, g.out_w);
+                let planes: Vec<&[f32]> = (0..ci).map(|i| x.channel(i)).collect();
+                let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope: None, residual: &[], plane: g.out_h * g.out_w };
+                forward(&c, &planes, w, h, g, &mut got, &ops);
+                let peak = want.data.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                let err = got.data.iter().zip(&want.data).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / peak;
+                assert!(err <= 1e-5, "{isa} case {n}: error {err:e}");
+            }
+        }
+    }
+}
