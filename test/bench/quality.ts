@@ -2,7 +2,8 @@
  * npm run bench:quality — measured quality of the photo models through the real service path (the
  * addon's enhance() on PNG bytes, CPU backend unless LUCENT_BACKEND says otherwise).
  *  - SR: PSNR-Y / SSIM-Y (BT.601 luma of the 8-bit output, border = scale px) vs HR on
- *    ../shared/data/sr Set5 + Set14 (LR_bicubic x2 / x4) for general_* and high_fidelity_*; generative_4x on
+ *    ../shared/data/sr Set5 + Set14 (LR_bicubic x2 / x4) for general_*, high_fidelity_* and high_fidelity_v2_*
+ *    (DAT-light: its .pth from `lucent models fetch --all`); generative_4x on
  *    the two smallest Set5 images only (RRDB: ~36 TFLOP per input MP).
  *  - Denoise: PSNR (RGB) on ../shared/data/denoise/McMaster with Gaussian noise sigma 15 / 25 / 50, clipped and
  *    rounded to 8 bit, seeded (xorshift32 + Box-Muller, seed 1 + 1000 * sigma + image index: the generator of
@@ -246,7 +247,7 @@ console.log(`bench:quality on ${info.backend} (${info.adapter}), models from ${m
 
 const t0 = performance.now()
 const sets = quick ? ['Set5'] : ['Set5', 'Set14']
-for (const [model, scale] of [['general_2x', 2], ['general_4x', 4], ['high_fidelity_2x', 2], ['high_fidelity_4x', 4]] as const) {
+for (const [model, scale] of [['general_2x', 2], ['general_4x', 4], ['high_fidelity_2x', 2], ['high_fidelity_4x', 4], ['high_fidelity_v2_2x', 2], ['high_fidelity_v2_4x', 4]] as const) {
   if (!want(model) || (quick && scale === 2)) continue
   for (const set of sets) await srSet(model, scale, set)
 }

