@@ -12,10 +12,10 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import crypto from 'node:crypto'
-import zlib from 'node:zlib'
 import { once } from 'node:events'
 import { downloadModels, ModelDownloadError } from '../../server/models/download.js'
 import { loadManifest, parseManifest, parseSource, requiredFiles } from '../../server/models/manifest.js'
+import { zipOf } from '../support/zip.js'
 
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex')
 
@@ -32,46 +32,8 @@ function walk(dir: string, base = dir): string[] {
   }).sort()
 }
 
-/** A zip of deflated members (local headers, central directory, end record). */
-function zip(members: [string, Buffer][]): Buffer {
-  const parts: Buffer[] = []
-  const central: Buffer[] = []
-  let off = 0
-  for (const [name, data] of members) {
-    const n = Buffer.from(name)
-    const body = zlib.deflateRawSync(data)
-    const crc = zlib.crc32(data)
-    const local = Buffer.alloc(30)
-    local.writeUInt32LE(0x04034b50, 0)
-    local.writeUInt16LE(20, 4)
-    local.writeUInt16LE(8, 8) // deflate
-    local.writeUInt32LE(crc, 14)
-    local.writeUInt32LE(body.length, 18)
-    local.writeUInt32LE(data.length, 22)
-    local.writeUInt16LE(n.length, 26)
-    const cd = Buffer.alloc(46)
-    cd.writeUInt32LE(0x02014b50, 0)
-    cd.writeUInt16LE(20, 4)
-    cd.writeUInt16LE(20, 6)
-    cd.writeUInt16LE(8, 10)
-    cd.writeUInt32LE(crc, 16)
-    cd.writeUInt32LE(body.length, 20)
-    cd.writeUInt32LE(data.length, 24)
-    cd.writeUInt16LE(n.length, 28)
-    cd.writeUInt32LE(off, 42)
-    central.push(cd, n)
-    parts.push(local, n, body)
-    off += 30 + n.length + body.length
-  }
-  const cdBuf = Buffer.concat(central)
-  const end = Buffer.alloc(22)
-  end.writeUInt32LE(0x06054b50, 0)
-  end.writeUInt16LE(members.length, 8)
-  end.writeUInt16LE(members.length, 10)
-  end.writeUInt32LE(cdBuf.length, 12)
-  end.writeUInt32LE(off, 16)
-  return Buffer.concat([...parts, cdBuf, end])
-}
+/** A wheel: a zip of deflated members. */
+const zip = (members: [string, Buffer][]): Buffer => zipOf(members, { deflate: true })
 
 async function serve(files: Map<string, Buffer>) {
   const requests: string[] = []
