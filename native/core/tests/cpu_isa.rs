@@ -17,6 +17,9 @@ use lucent_core::{reference, Backend, Cancel, Prepared};
 use std::sync::Arc;
 
 const TOL: f32 = 1e-4;
+/// Winograd F(4x4, 3x3): its transforms (entries up to 8 in the output transform) amplify f32 rounding; over
+/// 1,500 seeds x 3 ISAs the worst relative error was 1.5e-4 (0.75 % of the runs above 1e-4), so 5e-4.
+const WINO_TOL: f32 = 5e-4;
 
 fn act_params(kind: usize) -> &'static str {
     match kind {
@@ -118,10 +121,11 @@ fn check_isa(isa: Isa) {
             let got = p.run(&[(inb, &x)], &[outb], &Cancel::new()).unwrap();
             let e = rel_err(&got[0], &want[0]);
             worst[pi] = worst[pi].max(e);
-            assert!(e <= TOL, "seed {seed}: {} {policy:?} case {case} ({threads} threads): error {e:e} > {TOL:e}\n{:?}", isa.name(), n.layers.iter().map(|l| &l.name).collect::<Vec<_>>());
+            let tol = if wino { WINO_TOL } else { TOL };
+            assert!(e <= tol, "seed {seed}: {} {policy:?} case {case} ({threads} threads): error {e:e} > {tol:e}\n{:?}", isa.name(), n.layers.iter().map(|l| &l.name).collect::<Vec<_>>());
         }
     }
-    println!("{}: 32 random nets ({winograd_cases} on Winograd, {fused} fused followers), worst error winograd {:.1e}, im2col {:.1e} (bound {TOL:e})", isa.name(), worst[0], worst[1]);
+    println!("{}: 32 random nets ({winograd_cases} on Winograd, {fused} fused followers), worst error winograd {:.1e} (bound {WINO_TOL:e}), im2col {:.1e} (bound {TOL:e})", isa.name(), worst[0], worst[1]);
 }
 
 #[test]
