@@ -7,7 +7,7 @@ import type { MediaStorage } from '../storage/types.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { PhotoJob } from './params.js'
 import { deliveryFor, type OutputPutter } from './output-put.js'
-import { OwnModelError, type OwnModels } from '../own-models/registry.js'
+import { ownNetwork, type OwnModels } from '../own-models/registry.js'
 
 export interface PhotoRunnerDeps {
   storage: MediaStorage
@@ -18,17 +18,6 @@ export interface PhotoRunnerDeps {
   outputPut?: OutputPutter
   /** The operator's own models (bring your own model); absent: catalog models only. */
   ownModels?: Pick<OwnModels, 'network'>
-}
-
-/** The network file of an own model (null: a catalog model); an own model gone meanwhile fails the run. */
-export async function ownNetwork(d: { ownModels?: Pick<OwnModels, 'network'> }, run: Pick<Run, 'fail'> & { job: { model: string } }, kind: 'photo' | 'video') {
-  try {
-    return { network: await d.ownModels?.network(run.job.model, kind) ?? null }
-  } catch (e) {
-    if (!(e instanceof OwnModelError)) throw e
-    await run.fail(e.errorCode, e.message)
-    return null
-  }
 }
 
 export async function runPhoto(d: PhotoRunnerDeps, run: Run<PhotoJob>): Promise<void> {

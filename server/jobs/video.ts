@@ -35,8 +35,7 @@ import { runVideoJob, type FrameEngine } from '../video/job.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
 import { deliveryFor, type OutputPutter } from './output-put.js'
-import { ownNetwork } from './photo.js'
-import type { OwnModels } from '../own-models/registry.js'
+import { ownNetwork, type OwnModels } from '../own-models/registry.js'
 
 export interface VideoRunnerDeps {
   storage: MediaStorage

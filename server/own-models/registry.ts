@@ -90,6 +90,7 @@ export class OwnModels {
   private listeners: Array<() => void> = []
   /** Bumped on every change seen (GET /api/models rebuilds its answer on it). */
   generation = 0
+  private photoMap: { generation: number; map: ReadonlyMap<string, PhotoModel> } | null = null
 
   constructor(private readonly store: OwnModelStore, private readonly storage: MediaStorage, private readonly o: OwnModelsOptions) {}
 
@@ -147,9 +148,13 @@ export class OwnModels {
 
   /** The catalog's photo models and the operator's (the family lookups of the output-size extension and prices). */
   photoModels(): ReadonlyMap<string, PhotoModel> {
-    const own = this.list().filter(isPhoto)
-    if (!own.length) return PHOTO_MODELS
-    return new Map([...PHOTO_MODELS, ...own.filter((m) => !PHOTO_MODELS.has(m.name)).map((m) => [m.name, asPhotoModel(m)] as const)])
+    // built once per registry change (the photo route asks twice per submission)
+    if (this.photoMap?.generation !== this.generation) {
+      const own = this.list().filter((m) => isPhoto(m) && !PHOTO_MODELS.has(m.name))
+      const map = own.length ? new Map([...PHOTO_MODELS, ...own.map((m) => [m.name, asPhotoModel(m)] as const)]) : PHOTO_MODELS
+      this.photoMap = { generation: this.generation, map }
+    }
+    return this.photoMap.map
   }
 
   /** Every catalog entry the API lists after the catalog's own. */
@@ -183,6 +188,23 @@ export class OwnModels {
       p.catch(() => this.local.delete(m.sha256))
     }
     return p
+  }
+}
+
+/**
+ * For a job runner (server/jobs/photo.ts, video.ts): the network file of the job's own model (null: a catalog
+ * model); an own model gone meanwhile fails the run with the registry's code, and this answers null.
+ */
+export async function ownNetwork(
+  d: { ownModels?: Pick<OwnModels, 'network'> }, run: { job: { model: string }; fail(code: ErrorCode, message: string): Promise<boolean> },
+  kind: 'photo' | 'video',
+): Promise<{ network: NetworkFile | null } | null> {
+  try {
+    return { network: await d.ownModels?.network(run.job.model, kind) ?? null }
+  } catch (e) {
+    if (!(e instanceof OwnModelError)) throw e
+    await run.fail(e.errorCode, e.message)
+    return null
   }
 }
 

@@ -6,22 +6,10 @@ use lucent_core::cpu::CpuBackend;
 use lucent_core::{reference, Cancel, Prepared, Tensor};
 use lucent_models::{load, Limits};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens")
-}
-
-fn read_f32(name: &str) -> Vec<f32> {
-    let b = std::fs::read(dir().join(name)).unwrap();
-    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
-}
-
-fn shape3(v: &Value) -> (usize, usize, usize) {
-    let a: Vec<usize> = v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
-    (a[0], a[1], a[2])
-}
+mod common;
+use common::{dir, read_f32, shape3};
 
 /// spandrel's hyperparameter value as Lucent prints it.
 fn py(v: &Value) -> String {

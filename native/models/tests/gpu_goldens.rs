@@ -21,26 +21,14 @@ use lucent_gpu::GpuBackend;
 use lucent_models::{load, Limits};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 const TOL: f32 = 2e-2;
 /// Architectures (as detected) that must run on the GPU.
 const CONV_ARCHS: [&str; 4] = ["ESRGAN", "Compact", "SPAN", "PLKSR"];
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens")
-}
-
-fn read_f32(name: &str) -> Vec<f32> {
-    let b = std::fs::read(dir().join(name)).unwrap();
-    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
-}
-
-fn shape3(v: &Value) -> (usize, usize, usize) {
-    let a: Vec<usize> = v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
-    (a[0], a[1], a[2])
-}
+mod common;
+use common::{dir, read_f32, shape3};
 
 #[test]
 fn gpu_goldens_match_torch_and_spandrel() {
