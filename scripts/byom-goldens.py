@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Goldens for "bring your own model" (native/models): small random-initialised models of each
 supported architecture (ESRGAN/RRDBNet incl. ESRGAN+ and the pixel-unshuffle variants, Real-ESRGAN
-Compact, SPAN, RealPLKSR, SwinIR, DAT), built with spandrel's own architecture classes, saved by torch in each
+Compact, SPAN, RealPLKSR, SwinIR, DAT, SAFMN, HAT), built with spandrel's own architecture classes, saved by torch in each
 checkpoint format (zip, legacy, safetensors; f32/f16/bf16; params_ema/params/module. wrappers;
 old and new RRDBNet key styles), with torch's outputs on a fixed random input and a real image
 crop, and what spandrel detects when it loads each saved file (index.json). detect.json holds the
@@ -12,9 +12,12 @@ window size is read from the values of a buffer, not from a shape).
 Needs torch, spandrel, safetensors, numpy and pillow (all from PyPI):
     python3 -m venv /tmp/byom-venv && /tmp/byom-venv/bin/pip install torch spandrel numpy safetensors
     /tmp/byom-venv/bin/python scripts/byom-goldens.py
+    /tmp/byom-venv/bin/python scripts/byom-goldens.py --only safmn_x2_d16_nb2 safmn_x4_d8_nb1_h12
 
 Rewrites native/models/tests/goldens/ (index.json, detect.json, *.pth, *.safetensors, *.f32);
-the Rust tests (cargo test -p lucent-models) compare against them without torch. Seeded: a rerun
+with --only NAME..., writes only those configs' files and replaces (or appends) their entries in
+the existing index.json, leaving every other file as it is (the same torch and spandrel versions
+only). The Rust tests (cargo test -p lucent-models) compare against them without torch. Seeded: a rerun
 with the same torch and spandrel versions gives the same files, except the legacy-format .pth
 ones, whose storage keys torch takes from memory addresses (same tensors, other key strings).
 """
@@ -35,9 +38,12 @@ from spandrel import ModelLoader
 from spandrel.architectures.Compact import Compact
 from spandrel.architectures.DAT import DAT
 from spandrel.architectures.ESRGAN import ESRGAN
+from spandrel.architectures.HAT import HAT
 from spandrel.architectures.PLKSR import RealPLKSR
+from spandrel.architectures.SAFMN import SAFMN
 from spandrel.architectures.SPAN import SPAN
 from spandrel.architectures.SwinIR import SwinIR
+from spandrel.__helpers.size_req import pad_tensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "native", "models", "tests", "goldens")
@@ -124,7 +130,31 @@ CONFIGS = [
      upscale=2, upsampler="pixelshuffledirect", qkv_bias=False, resi_connection="3conv"), (10, 9), [("zip", "params", None, "bf16")]),
     ("dat_x1_ps_s2x4", DAT, dict(img_size=16, embed_dim=32, split_size=[2, 4], depth=[2], num_heads=[2], expansion_factor=2.0,
      upscale=1, upsampler="pixelshuffle"), (9, 11), [("zip", None, None, "bf16")]),
+    # SAFMN: spandrel's size requirement is a multiple of 8, and its call API reflect-pads the
+    # input to one and crops the output (SPANDREL_CALL below): the outputs are that, unclamped.
+    # One input size a multiple of 8 (no padding: the bare network), others not.
+    ("safmn_x2_d16_nb2", SAFMN, dict(dim=16, n_blocks=2, ffn_scale=2.0, upscaling_factor=2), (16, 24),
+     [("zip", None, None, "f32"), ("safetensors", "params_ema", None, "f16")]),
+    ("safmn_x4_d8_nb1_h12", SAFMN, dict(dim=8, n_blocks=1, ffn_scale=1.5, upscaling_factor=4), (13, 10),
+     [("safetensors", None, None, "f32")]),
+    ("safmn_x2_d12_nb3_h30", SAFMN, dict(dim=12, n_blocks=3, ffn_scale=2.5, upscaling_factor=2), (21, 30),
+     [("zip", "params", None, "bf16")]),
+    # HAT: hybrid attention blocks (shifted odd blocks with the mask, the CAB conv branch) and the
+    # overlapping cross-attention block per group; windows 4 and 8, overlap ratios 0.5 and 0.25,
+    # inputs that are no multiple of the window (reflect pad + crop), 1conv and identity
+    # connections, with and without qkv bias and patch norm. spandrel rebuilds HAT with img_size 64
+    # and conv_scale 0.01 whatever the file: the configs keep those defaults.
+    ("hat_x2_w4_o50_e12", HAT, dict(embed_dim=12, depths=[2], num_heads=[2], window_size=4, compress_ratio=6, squeeze_factor=4,
+     overlap_ratio=0.5, mlp_ratio=2.0, upscale=2, num_feat=16), (13, 10), [("zip", "params_ema", None, "f32")]),
+    ("hat_x4_w8_o50_identity", HAT, dict(embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=8, compress_ratio=2, squeeze_factor=8,
+     overlap_ratio=0.5, mlp_ratio=1.5, upscale=4, num_feat=8, resi_connection="identity"), (12, 19), [("safetensors", None, None, "f32")]),
+    ("hat_x3_w8_o25_noqkvbias", HAT, dict(embed_dim=12, depths=[2], num_heads=[3], window_size=8, compress_ratio=3, squeeze_factor=6,
+     overlap_ratio=0.25, mlp_ratio=2.0, upscale=3, num_feat=8, qkv_bias=False, patch_norm=False), (9, 11), [("legacy", None, None, "bf16")]),
 ]
+
+# Architectures whose outputs are spandrel's call API (pad to the size requirement, run, crop),
+# without its final clamp to [0, 1]: the bare network takes no other sizes.
+SPANDREL_CALL = (SAFMN,)
 
 # Real-size hyperparameters (as the community's files have them): only the state dict's keys and
 # shapes are kept (detect.json), with what spandrel detects from them; no weights are committed.
@@ -191,19 +221,50 @@ def spread_transformer(model: torch.nn.Module) -> None:
                 b.uniform_(0.5, 1.5)
 
 
-def main() -> int:
+def run(model: torch.nn.Module, d, x: torch.Tensor) -> torch.Tensor:
+    """The model's output on x: the bare network, or spandrel's call API (without the clamp)."""
+    if not isinstance(model, SPANDREL_CALL):
+        return model(x)
+    h, w = x.shape[-2:]
+    _, xp = pad_tensor(x, d.size_requirements)
+    return model(xp)[..., : h * d.scale, : w * d.scale]
+
+
+def main(only: list[str]) -> int:
     os.makedirs(OUT, exist_ok=True)
     index = {"torch": torch.__version__, "spandrel": spandrel.__version__, "configs": []}
+    unknown = set(only) - {c[0] for c in CONFIGS}
+    if unknown:
+        print(f"no such configs: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    old = None
+    if only:
+        with open(os.path.join(OUT, "index.json")) as f:
+            old = json.load(f)
+        if (old["torch"], old["spandrel"]) != (index["torch"], index["spandrel"]):
+            print(f"index.json was made with torch {old['torch']}, spandrel {old['spandrel']}: regenerate all", file=sys.stderr)
+            return 1
     for ci, (name, cls, kwargs, (h, w), saves) in enumerate(CONFIGS):
+        if only and name not in only:
+            continue
         torch.manual_seed(1000 + ci)
         model = cls(**kwargs).eval()
         # Default inits leave biases tiny; spread them so the tests see them.
-        if cls in (SwinIR, DAT):
+        if cls in (SwinIR, DAT, SAFMN, HAT):
             spread_transformer(model)
         with torch.no_grad():
             for pname, p in model.named_parameters():
                 if pname.endswith("bias"):
                     p.uniform_(-0.1, 0.1)
+            if cls is HAT:
+                # conv_scale (0.01, fixed by spandrel) would leave the CAB branch under the 1e-3
+                # bound: make its conv output 30x larger, the squeeze-excitation's first conv 30x
+                # smaller (its gate stays where it was).
+                for pname, p in model.named_parameters():
+                    if ".conv_block.cab.2." in pname:
+                        p.mul_(30.0)
+                    elif pname.endswith(".conv_block.cab.3.attention.1.weight"):
+                        p.div_(30.0)
         sd = OrderedDict((k, v.detach().clone()) for k, v in model.state_dict().items())
         entry = {"name": name, "files": [], "cases": []}
         for fi, (fmt, wrapper, keys, dt) in enumerate(saves):
@@ -229,7 +290,7 @@ def main() -> int:
             m.load_state_dict(OrderedDict((k, v.to(DTYPES[dt]).float() if v.is_floating_point() else v) for k, v in sd.items()))
             for iname, x in inputs(h, w, 7 + ci, kwargs.get("in_chans", 3)):
                 with torch.no_grad():
-                    y = m(x)
+                    y = run(m, d, x)
                 xi = f"{name}.{iname}.in.f32"
                 yo = f"{name}.{iname}.{dt}.out.f32"
                 x[0].numpy().astype("<f4").tofile(os.path.join(OUT, xi))
@@ -239,8 +300,15 @@ def main() -> int:
                                        "output_max_abs": float(y.abs().max())})
         index["configs"].append(entry)
         print(name, [f["file"] for f in entry["files"]], file=sys.stderr)
+    if old is not None:
+        # the other configs' entries as they were, these replaced in place or appended
+        fresh = {c["name"]: c for c in index["configs"]}
+        kept = [fresh.pop(c["name"], c) for c in old["configs"]]
+        index["configs"] = kept + [c for c in index["configs"] if c["name"] in fresh]
     with open(os.path.join(OUT, "index.json"), "w") as f:
         json.dump(index, f, indent=1)
+    if old is not None:
+        return 0
     detect = {"torch": torch.__version__, "spandrel": spandrel.__version__, "models": []}
     for name, cls, kwargs, keys, wrapper in DETECT_ONLY:
         sd = OrderedDict((k, v) for k, v in cls(**kwargs).state_dict().items())
@@ -261,4 +329,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    args = sys.argv[1:]
+    if args and args[0] != "--only" or args == ["--only"]:
+        print("usage: byom-goldens.py [--only NAME...]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(args[1:]))

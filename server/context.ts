@@ -81,7 +81,13 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
       workers: async () => registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : [],
     }),
     status: new StatusAnswers(role.hearsAllJobChanges),
-    ownModels: new OwnModels(store.ownModels, storage, { cacheDir: path.join(config.dataDir, 'own-models'), refreshMs: config.ownModelsRefreshMs }),
+    ownModels: new OwnModels(store.ownModels, storage, {
+      cacheDir: path.join(config.dataDir, 'own-models'),
+      refreshMs: config.ownModelsRefreshMs,
+      // a removed model's loaded network and local copy go once every job that could hold its path has ended
+      releaseAfterMs: config.jobTimeoutMs,
+      forget: pool ? async (p) => { const r = await pool.forgetNetwork(p); return r.ok && r.forgotten } : undefined,
+    }),
     localWorker() {
       const e = lucent.engine
       const info = e.info && 'backend' in e.info ? e.info : undefined

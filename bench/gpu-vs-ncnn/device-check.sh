@@ -8,6 +8,9 @@
 # realesrgan-ncnn-vulkan, AGPL, measuring only) and copies the two models and three inputs (128x128,
 # 1920x1080 PNG, 4000x3000 = 12 MP JPEG) into bench-out/device, then prints its size (the device tool
 # carries at most 64 MiB with the tree) and the Vulkan loader step of the device README (.gl).
+# Where `lucent models fetch --all` put DAT-light x2 (high_fidelity_v2_2x; LUCENT_MODEL_DIR or
+# data/test-models), `prepare` stages it gzipped (45 MB, mostly attention masks: 2.5 MB gzipped) and
+# `run` times the attention kernels on it (step 4).
 # `run` (no node or ffmpeg needed there; python3 with numpy and pillow for the PSNR):
 #   1. lucent bench --backend gpu: general_4x on 1920x1080 (target <= 25 ms/frame on an H100) and
 #      generative_4x on 12 MP (target <= 3 s), tensor-core path (default: tiles and forms tuned on
@@ -27,12 +30,19 @@ mode=${1:-run}
 
 if [ "$mode" = prepare ]; then
   cargo build --release -p lucent-cli --bin lucent-native
-  rm -rf $D/bin $D/bin.tgz
+  rm -rf $D/bin $D/bin.tgz $D/models
   mkdir -p $D/bin $D/models/sr
   cp target/release/lucent-native $D/bin/ && strip $D/bin/lucent-native
   peer=$(node bench/gpu-vs-ncnn/side-by-side.mjs --fetch-only | tail -1)
   cp "$peer" $D/bin/upscayl-bin
+  rm -rf $D/models/sr/dat-light
   for m in realesr-general-x4v3 realesrgan-x4plus; do cp ../shared/models/sr/$m.param ../shared/models/sr/$m.bin $D/models/sr/; done
+  dat="${LUCENT_MODEL_DIR:-data/test-models}/sr/dat-light/DAT_light_x2.pth"
+  if [ -f "$dat" ]; then
+    mkdir -p $D/models/sr/dat-light && gzip -c "$dat" > $D/models/sr/dat-light/DAT_light_x2.pth.gz
+  else
+    echo "no $dat (lucent models fetch --all): the transformer step will be skipped"
+  fi
   photo=${PHOTO:-$(ls ../shared/data/photos/*.jpg | head -1)}
   ffmpeg -v error -y -i "$photo" -vf crop=128:128 -frames:v 1 $D/in-128.png
   ffmpeg -v error -y -i "$photo" -vf crop=48:48 -frames:v 1 $D/in-48.png
@@ -130,3 +140,10 @@ PY
 side sr/realesr-general-x4v3 $SMALL x4v3-128
 side sr/realesr-general-x4v3 $FRAME x4v3-1080p
 side sr/realesrgan-x4plus $SMALL x4plus-128
+[ -f $M/sr/dat-light/DAT_light_x2.pth.gz ] && [ ! -f $M/sr/dat-light/DAT_light_x2.pth ] && gunzip -k $M/sr/dat-light/DAT_light_x2.pth.gz
+if [ -f $M/sr/dat-light/DAT_light_x2.pth ]; then
+  echo "== 4. transformers: high_fidelity_v2_2x (DAT-light x2: LayerNorm, GELU, window + channel attention kernels), GPU then this host's CPU"
+  $B bench --model-dir $M --model high_fidelity_v2_2x --input $SMALL --backend gpu --runs $RUNS
+  $B bench --model-dir $M --model high_fidelity_v2_2x --input $SMALL --backend cpu --runs 1
+  LUCENT_GPU_PROFILE=1 $B bench --model-dir $M --model high_fidelity_v2_2x --input $SMALL --backend gpu --runs 1 2>&1 | tail -n 40
+fi

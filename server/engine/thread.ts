@@ -87,6 +87,10 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
     const r = await a.interpolateFrames(input, task.options, abortOn(task.port))
     return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, count: r.count, cuts: r.cuts })
   },
+
+  async forget(task) {
+    return { ok: true, forgotten: engine().forgetNetwork(task.path) }
+  },
 }
 
 export default async function run(task: EngineTask): Promise<Replies[EngineTask['op']]> {

@@ -192,9 +192,10 @@ export function addInspectCommand(models: Command): Command {
     .option('--json', 'one JSON object: { file, bytes, architecture, format, scale, inChannels, outChannels, params, tags, warnings }')
     .addHelpText('after', `
 Recognised today: ESRGAN / RRDBNet (incl. ESRGAN+ and pixel-unshuffle inputs), Real-ESRGAN Compact,
-SPAN, RealPLKSR (LayerNorm). The file is only read: its pickle goes through a restricted reader that
-rebuilds tensors and refuses anything else, nothing is stored and nothing in it runs. Adding a model to
-the service (\`lucent models add\`) comes later.
+SPAN, RealPLKSR (LayerNorm), SAFMN, SwinIR, DAT (incl. DAT-light), HAT (CPU backend only for now).
+The file is only read: its pickle goes through a restricted reader that rebuilds tensors and refuses
+anything else, nothing is stored and nothing in it runs. \`lucent models add\` serves a recognised file
+through the API.
 Exit status: 0 recognised, 1 not readable or not a model Lucent can run (the message says why), 2 bad usage.
 
 Examples:

@@ -131,8 +131,19 @@ export async function addModel(d: AddDeps, file: string, o: AddOptions): Promise
   let info: OwnModel['info'] = { params: {}, tags: [], warnings: [] }
   if (!ncnn) {
     let r
+    // inspectModelFile gives what `lucent models inspect` prints, which leaves out the addon's sizeMultiple: keep it
+    // from the addon's own answer on the way
+    const engine = d.engine()
+    const withMultiple: Addon = {
+      ...engine,
+      inspectModel: (bytes, fileName) => {
+        const m = engine.inspectModel(bytes, fileName)
+        multiple = Math.max(1, m.sizeMultiple ?? 1)
+        return m
+      },
+    }
     try {
-      r = inspectModelFile(file, d.engine())
+      r = inspectModelFile(file, withMultiple)
     } catch (e) {
       if (e instanceof InspectError) throw new AdminError(`${file}: ${e.message}`)
       throw e
@@ -142,7 +153,6 @@ export async function addModel(d: AddDeps, file: string, o: AddOptions): Promise
     scale = r.scale
     if (r.inChannels !== 3 || r.outChannels !== 3) throw new AdminError(`${file}: ${r.architecture} with ${r.inChannels} input and ${r.outChannels} output channels: only RGB models (3 in, 3 out) can be served`)
     info = { params: r.params, tags: r.tags, warnings: r.warnings }
-    multiple = Math.max(1, ...r.warnings.map((w) => Number(/multiple of (\d+)/.exec(w)?.[1] ?? 1)))
     log(`found: ${r.architecture}, ${r.scale}x, ${r.format}${r.warnings.length ? ` (${r.warnings.join('; ')})` : ''}`)
   }
 

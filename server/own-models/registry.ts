@@ -8,6 +8,11 @@
  * An own model is a plain super-resolution network at its own scale: its family is itself (no other scales), its
  * limits and price are those of the catalog's models of its price class, and the engine runs it from a local copy
  * of its weights (`network()`: fetched from media storage once per process and host, sha256-checked).
+ *
+ * A removed model's weights are released once no entry uses the same file any more: after `releaseAfterMs` (the
+ * job timeout: every job that was handed the local path has ended by then) the engine drops the loaded network
+ * (`forget`) and the local copy is deleted; a re-add meanwhile keeps both. At start, local copies of files no
+ * entry uses (left by an earlier run) are deleted.
  */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -80,7 +85,14 @@ export interface OwnModelsOptions {
   cacheDir: string
   /** How often the store is asked whether the registry changed (ms); 0: only on `refresh()`. */
   refreshMs: number
+  /** How long after a removal the weights stay loaded and on disk (ms; default 0). */
+  releaseAfterMs?: number
+  /** Drops a loaded network from this process's engine (a job-running process); true when it was loaded. */
+  forget?: (enginePath: string) => Promise<boolean>
 }
+
+/** A removed model's weights, released (`OwnModels.onRelease`). */
+export interface Release { name: string; sha256: string; files: string[]; forgotten: boolean }
 
 export class OwnModels {
   private models = new Map<string, OwnModel>()
@@ -88,6 +100,10 @@ export class OwnModels {
   private timer: NodeJS.Timeout | null = null
   private local = new Map<string, Promise<string>>()
   private listeners: Array<() => void> = []
+  private releaseListeners: Array<(r: Release) => void> = []
+  /** Release timers by sha256. */
+  private pending = new Map<string, NodeJS.Timeout>()
+  private swept = false
   /** Bumped on every change seen (GET /api/models rebuilds its answer on it). */
   generation = 0
   private photoMap: { generation: number; map: ReadonlyMap<string, PhotoModel> } | null = null
@@ -106,6 +122,8 @@ export class OwnModels {
   stop(): void {
     if (this.timer) clearInterval(this.timer)
     this.timer = null
+    for (const t of this.pending.values()) clearTimeout(t)
+    this.pending.clear()
   }
 
   /** Re-reads the registry when the store says it changed. */
@@ -113,14 +131,46 @@ export class OwnModels {
     const v = await this.store.version()
     if (v === this.version) return
     const list = await this.store.list()
+    const before = this.models
     this.models = new Map(list.map((m) => [m.name, m]))
     this.version = v
     this.generation++
+    const inUse = new Set(list.map((m) => m.sha256))
+    for (const m of before.values()) if (!inUse.has(m.sha256)) this.release(m)
+    if (!this.swept) {
+      this.swept = true
+      sweepOrphans(this.o.cacheDir, inUse)
+    }
     for (const f of this.listeners) f()
   }
 
   onChange(f: () => void): void {
     this.listeners.push(f)
+  }
+
+  /** Called after a removed model's weights were released (the worker logs it). */
+  onRelease(f: (r: Release) => void): void {
+    this.releaseListeners.push(f)
+  }
+
+  /** After the grace period: unless the file is in use again, the engine forgets it and the local copy goes. */
+  private release(m: OwnModel): void {
+    if (this.pending.has(m.sha256)) return
+    const timer = setTimeout(() => {
+      this.pending.delete(m.sha256)
+      if (this.list().some((x) => x.sha256 === m.sha256)) return
+      const fetching = this.local.get(m.sha256)
+      this.local.delete(m.sha256)
+      const { files, enginePath } = localFiles(m, this.o.cacheDir)
+      void (async () => {
+        await fetching?.catch(() => {})
+        const forgotten = this.o.forget ? await this.o.forget(enginePath).catch(() => false) : false
+        for (const f of files) fs.rmSync(f, { force: true })
+        for (const l of this.releaseListeners) l({ name: m.name, sha256: m.sha256, files, forgotten })
+      })()
+    }, this.o.releaseAfterMs ?? 0)
+    timer.unref()
+    this.pending.set(m.sha256, timer)
   }
 
   list(): OwnModel[] {
@@ -208,13 +258,32 @@ export async function ownNetwork(
   }
 }
 
+/** The local copy of an own model's weights in `dir` (named by sha256; ncnn: .param and .bin) and the path the engine is given. */
+function localFiles(m: OwnModel, dir: string): { keys: string[]; files: string[]; enginePath: string } {
+  const ncnn = m.format === 'ncnn'
+  const keys = ncnn ? [m.fileKey, ncnnBinKey(m.fileKey)] : [m.fileKey]
+  const files = keys.map((k) => path.join(dir, `${m.sha256}${path.extname(k)}`))
+  return { keys, files, enginePath: ncnn ? files[0]!.replace(/\.param$/, '') : files[0]! }
+}
+
+/** Deletes local copies (sha256-named files) whose file no registered model uses: left by a run before a removal. */
+function sweepOrphans(dir: string, inUse: Set<string>): void {
+  let names: string[]
+  try {
+    names = fs.readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const n of names) {
+    const sha = /^([0-9a-f]{64})\.(pth|safetensors|param|bin)$/.exec(n)?.[1]
+    if (sha && !inUse.has(sha)) fs.rmSync(path.join(dir, n), { force: true })
+  }
+}
+
 /** Copies an own model's weights from storage into `dir` (atomically, sha256-checked); returns the engine's path. */
 async function fetchLocal(storage: MediaStorage, m: OwnModel, dir: string): Promise<string> {
   fs.mkdirSync(dir, { recursive: true })
-  const ncnn = m.format === 'ncnn'
-  const keys = ncnn ? [m.fileKey, ncnnBinKey(m.fileKey)] : [m.fileKey]
-  const names = keys.map((k) => `${m.sha256}${path.extname(k)}`)
-  const files = names.map((n) => path.join(dir, n))
+  const { keys, files, enginePath } = localFiles(m, dir)
   const have = files.every((f) => fs.existsSync(f))
   const hash = crypto.createHash('sha256')
   const datas: Buffer[] = []
@@ -239,5 +308,5 @@ async function fetchLocal(storage: MediaStorage, m: OwnModel, dir: string): Prom
       fs.renameSync(tmp, files[i]!)
     })
   }
-  return ncnn ? files[0]!.replace(/\.param$/, '') : files[0]!
+  return enginePath
 }

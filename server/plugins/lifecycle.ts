@@ -19,6 +19,7 @@ export default fp(async (app) => {
 
   app.addHook('onReady', async () => {
     // the operator's own models: loaded before the first request, then refreshed (server/own-models/registry.ts)
+    l.ownModels.onRelease((r) => app.log.info({ model: r.name, sha256: r.sha256, forgotten: r.forgotten }, 'own model removed: weights released'))
     await l.ownModels.start().catch((err) => app.log.warn({ err }, 'own models: the registry could not be read'))
     const pool = l.pool
     if (pool) {

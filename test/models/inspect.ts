@@ -138,7 +138,7 @@ t.test('missing files, directories, other files and files over 2 GiB: exit 1 wit
   }
 })
 
-t.test('bad usage exits 2; help says nothing is stored or run and that `models add` comes later', async (t) => {
+t.test('bad usage exits 2; help says nothing is stored or run, what is recognised, and that `models add` serves it', async (t) => {
   const none = lucent(['models', 'inspect'])
   t.equal(none.status, 2)
   t.match(none.stderr, /missing required argument 'file'/)
@@ -150,7 +150,8 @@ t.test('bad usage exits 2; help says nothing is stored or run and that `models a
   t.match(h.stdout, /Usage: lucent models inspect \[options\] <file>/)
   t.match(h.stdout, /--json/)
   t.match(h.stdout, /nothing is stored/)
-  t.match(h.stdout, /lucent models add.*comes later/s)
+  t.match(h.stdout, /SAFMN, SwinIR, DAT/)
+  t.match(h.stdout, /lucent models add. serves a recognised file/s)
   t.match(lucent(['models', '--help']).stdout, /^  inspect \[options\] <file>/m)
 })
 

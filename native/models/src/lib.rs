@@ -6,8 +6,8 @@
 //! Supported architectures: ESRGAN / RRDBNet (old and new key styles, BSRGAN/RealSR keys,
 //! ESRGAN+, 1x/2x/4x/8x, the pixel-unshuffle variants as Real-ESRGAN x2plus and 1x models use),
 //! Real-ESRGAN Compact (SRVGGNetCompact), SPAN, RealPLKSR (LayerNorm variant), SwinIR (all four
-//! upsamplers) and DAT (DAT, DAT-S, DAT-2, DAT-light). Anything else (HAT, ATD, DRCT, RGT, ...) is
-//! refused with an error that names what was recognised.
+//! upsamplers), DAT (DAT, DAT-S, DAT-2, DAT-light), SAFMN and HAT. Anything else (ATD, DRCT, RGT,
+//! OmniSR, ...) is refused with an error that names what was recognised.
 
 
 pub mod arch;

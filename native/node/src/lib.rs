@@ -226,3 +226,11 @@ pub fn probe(data: Buffer) -> Result<ProbeResult, ErrCode> {
         bit_depth: p.bit_depth as u32,
     })
 }
+
+/// Drop the network loaded from `path` (the `network.path` an own model's jobs gave `enhance` /
+/// `enhanceFrames`): the engine frees it, and a later call naming the path loads it again. Used
+/// when an operator removes a model of their own. False when it was not loaded.
+#[napi]
+pub fn forget_network(path: String) -> Result<bool, ErrCode> {
+    Ok(Engine::global().map_err(nerr)?.runtime().forget(&path))
+}

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 /// What a model file is, as spandrel would describe it.
 #[napi(object)]
 pub struct ModelInspection {
-    /// spandrel's architecture id: 'ESRGAN', 'Compact', 'SPAN' or 'PLKSR' (RealPLKSR).
+    /// spandrel's architecture id: 'ESRGAN', 'Compact', 'SPAN', 'PLKSR' (RealPLKSR), 'SwinIR',
+    /// 'DAT' or 'SAFMN'.
     pub architecture: String,
     /// Container: 'pytorch' (zip), 'pytorch-legacy' or 'safetensors'.
     pub format: String,
@@ -24,6 +25,10 @@ pub struct ModelInspection {
     pub tags: Vec<String>,
     /// Things the caller should know (e.g. input sides must be a multiple of 2).
     pub warnings: Vec<String>,
+    /// Input sides the network takes must be a multiple of this (1: any size; a pixel-unshuffle
+    /// ESRGAN's factor otherwise). Always set by this addon; optional in the type only so that
+    /// objects of this shape built elsewhere need not carry it.
+    pub size_multiple: Option<u32>,
 }
 
 /// Inspect a model file's bytes (`fileName` only shapes error messages).
@@ -39,5 +44,6 @@ pub fn inspect_model(bytes: Buffer, file_name: String) -> Result<ModelInspection
         params: info.params.into_iter().collect(),
         tags: info.tags,
         warnings: info.warnings,
+        size_multiple: Some(info.size_multiple as u32),
     })
 }

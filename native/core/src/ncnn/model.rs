@@ -2,7 +2,7 @@
 //! parameters (ncnn's defaults applied) and its weights as f32. Backends execute this; nothing
 //! here computes.
 //!
-//! Long (~640 lines) on purpose: one typed constructor per ncnn layer kind, kept side by side so a layer's
+//! Long (~660 lines) on purpose: one typed constructor per ncnn layer kind, kept side by side so a layer's
 //! parameters read next to its siblings'; parsing is in `param.rs`, weights in `bin.rs`.
 
 use super::bin::WeightReader;
@@ -255,6 +255,30 @@ pub struct WindowAttention {
     pub mask_value: f32,
 }
 
+/// Overlapping cross-attention (HAT's OCAB) over a 3-D blob of `3·C` channels (queries, keys,
+/// values, each `C` channels; head `h` owns channels `h·d .. (h+1)·d` of each, `d = C / heads`);
+/// output `C` channels of the input's size. The blob is read as zero outside its `H x W` pixels.
+/// Query windows are the non-overlapping `window x window` squares tiling the frame from (0, 0)
+/// (`ceil(H / window) x ceil(W / window)` of them, the last ones reaching into the zeros). The
+/// key/value window of query window (wy, wx) is the `overlap x overlap` square whose top-left
+/// pixel is (wy·window - p, wx·window - p), `p = (overlap - window) / 2` (`nn.Unfold` with
+/// padding p and stride `window`): tokens outside the blob are k = v = 0 and still take part in
+/// the softmax (their score is the bias alone). Per window and head:
+/// `softmax(q·kᵀ·scale + bias) · v`, query tokens (Nq = window²) and key tokens
+/// (Nk = overlap²) each in row-major order within their window, `bias` (heads x Nq x Nk) added
+/// as is. `overlap - window` must be even and ≥ 0. See [`crate::reference::overlap_attention`].
+#[derive(Debug, Clone)]
+pub struct OverlapAttention {
+    pub heads: usize,
+    /// Side of the (non-overlapping) query windows.
+    pub window: usize,
+    /// Side of the key/value windows, centred on the query windows.
+    pub overlap: usize,
+    pub scale: f32,
+    /// heads x Nq x Nk, added to the scaled scores (relative position bias); empty = none.
+    pub bias: Vec<f32>,
+}
+
 #[derive(Debug, Clone)]
 pub enum Op {
     Input { w: i32, h: i32, c: i32 },
@@ -303,6 +327,8 @@ pub enum Op {
     /// of `d = C / heads` channels: q and k rows (one per channel, over all pixels) are L2
     /// normalised (`max(‖·‖, 1e-12)`), `A = softmax(q·kᵀ · temperature[h])` (d x d), out = A·v.
     ChannelAttention { heads: usize, temperature: Vec<f32> },
+    /// Overlapping window cross-attention (HAT's OCAB). See [`OverlapAttention`].
+    OverlapAttention(OverlapAttention),
     /// A layer type this engine does not implement itself (none known today); a backend either
     /// knows it by name or fails with `model_invalid` at run time.
     Custom { kind: String, params: ParamDict },

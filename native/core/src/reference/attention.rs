@@ -92,7 +92,7 @@ pub fn pad_to_multiple(x: &Tensor, m: usize) -> Result<Tensor> {
 /// Region label along one axis of length `n` for Swin's mask: the last of Python's slices
 /// `[0:-win]`, `[-win:-shift]`, `[-shift:]` that contains `i` (so a zero shift makes the third
 /// slice the whole axis, as in Python).
-fn region(i: usize, n: usize, win: usize, shift: usize) -> usize {
+pub(crate) fn region(i: usize, n: usize, win: usize, shift: usize) -> usize {
     // Python slice bounds resolved for a length-n axis.
     let neg = |k: usize| n.saturating_sub(k);
     let s0 = (0, neg(win));

@@ -86,3 +86,55 @@ pub fn rel_err(a: &Tensor, b: &Tensor) -> f32 {
     }
     diff / scale
 }
+
+// ---- one op on the CPU backend against the reference (cpu_attention.rs, cpu_overlap.rs)
+
+use lucent_core::cpu::{CpuBackend, Isa};
+use lucent_core::ncnn::model::{Layer, Op};
+use lucent_core::{reference, Backend, Cancel};
+use std::sync::Arc;
+
+/// in -> `op` -> out, for a (c, h, w) input.
+pub fn one_op_net(op: Op, c: usize, h: usize, w: usize) -> Arc<Net> {
+    let input = Layer { name: "in".into(), kind: "Input".into(), op: Op::Input { w: w as i32, h: h as i32, c: c as i32 }, bottoms: vec![], tops: vec![0] };
+    let layer = Layer { name: "op".into(), kind: "Op".into(), op, bottoms: vec![0], tops: vec![1] };
+    Arc::new(Net::from_layers(vec![input, layer], vec!["in".into(), "out".into()]))
+}
+
+pub fn backends() -> Vec<CpuBackend> {
+    let mut v = Vec::new();
+    for isa in Isa::ALL.into_iter().filter(|i| i.supported()) {
+        for threads in [2, 3] {
+            v.push(CpuBackend::with_isa(Some(threads), isa).unwrap());
+        }
+    }
+    v
+}
+
+/// The worst error of the CPU backends (every ISA this CPU has, 2 and 3 threads) against the reference for `op` on `x`.
+pub fn worst_error(op: Op, x: &Tensor, what: &str) -> f32 {
+    let net = one_op_net(op, x.c, x.h, x.w);
+    let want = reference::run_net(&net, &[(0, x.clone())], &[1]).unwrap_or_else(|e| panic!("{what}: reference: {e}")).remove(0);
+    let mut worst = 0f32;
+    for be in backends() {
+        let p = be.prepare(net.clone()).unwrap();
+        let got = p.run(&[(0, x)], &[1], &Cancel::new()).unwrap_or_else(|e| panic!("{what}: cpu: {e}")).remove(0);
+        assert_eq!((got.c, got.h, got.w), (want.c, want.h, want.w), "{what}: shape");
+        for (g, r) in got.data.iter().zip(&want.data) {
+            assert!(g.is_finite() == r.is_finite(), "{what} ({}): {g} vs {r}", be.isa());
+            let e = (g - r).abs() / r.abs().max(1.0);
+            worst = worst.max(if r.is_finite() { e } else { 0.0 });
+        }
+    }
+    worst
+}
+
+/// Fixed seeds and one from the environment or the clock.
+pub fn seeds() -> Vec<u64> {
+    let (_, s) = Rng::from_env_or_time();
+    vec![1, 2, 3, 0x5eed, s]
+}
+
+pub fn tensor(r: &mut Rng, c: usize, h: usize, w: usize, amp: f32) -> Tensor {
+    Tensor::from_vec(c, h, w, (0..c * h * w).map(|_| r.f() * amp).collect())
+}

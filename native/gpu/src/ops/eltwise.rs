@@ -1,5 +1,5 @@
 //! Element-wise kernels: `unary` (ReLU / leaky ReLU, PReLU, sigmoid, tanh, clip, per-channel
-//! affine for BatchNorm / Scale) and `binary` (BinaryOp and Eltwise with 3-D broadcasting
+//! affine for BatchNorm / Scale, exact GELU) and `binary` (BinaryOp and Eltwise with 3-D broadcasting
 //! through strides, a scalar operand, coefficients), one element per thread.
 
 use super::{ew, ew_main, header, params, pipeline, Io, Words};
@@ -16,7 +16,7 @@ params! {
         pub n: u32,
         /// Elements per channel.
         pub plane: u32,
-        /// 0 (leaky) ReLU, 1 PReLU, 2 sigmoid, 3 tanh, 4 clip, 5 per-channel affine.
+        /// 0 (leaky) ReLU, 1 PReLU, 2 sigmoid, 3 tanh, 4 clip, 5 per-channel affine, 6 GELU (erf form).
         pub op: u32,
         /// Leaky slope, or clip's bounds.
         pub a: f32,
@@ -74,6 +74,15 @@ pub fn unary(f16: bool) -> String {
 @group(0) @binding(1) var<storage, read> X: array<T>;
 @group(0) @binding(2) var<storage, read> AUX: array<f32>;
 @group(0) @binding(3) var<storage, read_write> Y: array<T>;
+
+// erf, Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7 in exact arithmetic), as the reference's.
+fn erf_as(x: f32) -> f32 {
+    let a = abs(x);
+    let t = 1.0 / (1.0 + 0.3275911 * a);
+    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    let y = 1.0 - poly * exp(-a * a);
+    return select(-y, y, x >= 0.0);
+}
 "#,
     );
     s.push_str(&ew_main());
@@ -91,6 +100,7 @@ pub fn unary(f16: bool) -> String {
         case 3u: { r = tanh(clamp(v, -20.0, 20.0)); }
         case 4u: { r = min(max(v, a), b); }
         case 5u: { r = v * AUX[ch] + AUX[P[5] + ch]; }
+        case 6u: { r = 0.5 * v * (1.0 + erf_as(v * 0.70710678)); }
         default: { }
     }
     Y[i] = T(r);
@@ -141,7 +151,7 @@ pub fn binary(f16: bool) -> String {
     s
 }
 
-/// Record a unary layer (ReLU, PReLU, Sigmoid, TanH, Clip, ChannelAffine); `aux`: its slopes or
+/// Record a unary layer (ReLU, PReLU, Sigmoid, TanH, Clip, ChannelAffine, Gelu); `aux`: its slopes or
 /// scales and biases (a dummy where it has none).
 pub(crate) fn record_unary(ctx: &mut DevCtx, rec: &mut Rec, io: &Io, op: &Op, aux: wgpu::Buffer) -> Result<()> {
     let s = io.ins[0];
@@ -152,6 +162,7 @@ pub(crate) fn record_unary(ctx: &mut DevCtx, rec: &mut Rec, io: &Io, op: &Op, au
         Op::TanH => (3, 0.0, 0.0, 0),
         Op::Clip { min, max } => (4, *min, *max, 0),
         Op::ChannelAffine { scale, .. } => (5, 0.0, 0.0, scale.len()),
+        Op::Gelu => (6, 0.0, 0.0, 0),
         _ => unreachable!(),
     };
     let x = rec.buf_of(io.bottoms[0]);

@@ -11,6 +11,8 @@
 //! - [`resample`]: PixelShuffle, Interp and their fused sum.
 //! - [`copy`]: strided box copies (Concat, Crop, Permute).
 //! - [`pool`], [`softmax`], [`warp`] (rife.Warp).
+//! - [`attention`]: the transformer ops (LayerNorm, PadToMultiple, window and channel attention;
+//!   GELU is a unary case); [`overlap`]: HAT's overlapping cross-attention.
 //!
 //! Which convolution kernel a layer gets is decided in `choice.rs`, not here.
 //!
@@ -20,12 +22,14 @@
 //! i32 and bool as u32, nested parameter structs and arrays flattened), so the struct is the
 //! layout; kernels with tables (the GEMMs' gather table, Interp's taps) append them after it.
 
+pub mod attention;
 pub(crate) mod conv;
 pub mod conv_gemm;
 pub mod copy;
 pub mod direct;
 pub mod eltwise;
 pub mod mma;
+pub mod overlap;
 pub mod pool;
 pub mod rb;
 pub mod resample;
@@ -231,5 +235,14 @@ mod tests {
         assert_eq!((pool.len(), pool[12], pool[14], pool[18]), (19, 1, -2i32 as u32, -3i32 as u32));
         assert_eq!(super::softmax::SoftmaxParams::default().words().len(), 3);
         assert_eq!(super::warp::WarpParams::default().words().len(), 4);
+        // The attention kernels read P[2] eps, P[10..14] scale / mask / bias, P[4] heads.
+        use super::attention::{ChannelParams, LayerNormParams, PadParams, WindowParams};
+        assert_eq!(LayerNormParams { eps: 0.5, ..Default::default() }.words(), [0, 0, 0.5f32.to_bits()]);
+        assert_eq!(PadParams::default().words().len(), 5);
+        let wp = WindowParams { scale: 2.0, masked: true, mask_value: -100.0, has_bias: true, ..Default::default() }.words();
+        assert_eq!((wp.len(), wp[10], wp[11], wp[12], wp[13]), (14, 2f32.to_bits(), 1, (-100f32).to_bits(), 1));
+        assert_eq!(ChannelParams { heads: 3, ..Default::default() }.words()[4], 3);
+        let op = super::overlap::OverlapParams { scale: 0.5, has_bias: true, ..Default::default() }.words();
+        assert_eq!((op.len(), op[6], op[7]), (8, 0.5f32.to_bits(), 1));
     }
 }

@@ -1,23 +1,26 @@
 //! Networks built from a detected architecture, as a [`Net`] of the ops every backend already
 //! runs (Convolution with fused leaky ReLU, PReLU, Eltwise sums with coefficients, channel
-//! Concat, channel Crop, nearest Interp, PixelShuffle, Sigmoid, BinaryOp, per-channel affine). Pixel-unshuffle,
+//! Concat, channel Crop, nearest Interp, max Pooling, PixelShuffle, Sigmoid, BinaryOp, per-channel affine). Pixel-unshuffle,
 //! which has no op of its own, is a stride-r convolution with one-hot weights (exact).
-//! The transformers (SwinIR, DAT) add the ops of `lucent_core::reference::attention` (LayerNorm,
+//! The transformers (SwinIR, DAT, HAT) and SAFMN add the ops of `lucent_core::reference::attention` (LayerNorm,
 //! GELU, PadToMultiple, WindowAttention, ChannelAttention), which the CPU backend runs through
-//! the reference executor and the GPU backend refuses (`model_invalid`) for now. Blobs stay
+//! the reference executor and the GPU backend refuses (`model_invalid`) for now; HAT also adds
+//! OverlapAttention (`lucent_core::reference::overlap`), which only the CPU backend runs. Blobs stay
 //! planar (c, h, w): a per-token linear layer is a 1x1 convolution.
 //! Input blob `in0`, output blob `out0`.
 
 mod compact;
 mod dat;
 mod esrgan;
+mod hat;
 mod realplksr;
+mod safmn;
 mod span;
 mod swinir;
 
 use crate::detect::{dim, get, Arch};
 use crate::tensor::StateDict;
-use lucent_core::ncnn::model::{Activation, BinaryOpKind, Conv, Crop, EltwiseKind, Interp, Layer, Net, Op, Padding, PoolKind, Pooling, WindowAttention};
+use lucent_core::ncnn::model::{Activation, BinaryOpKind, Conv, Crop, EltwiseKind, Interp, Layer, Net, Op, OverlapAttention, Padding, PoolKind, Pooling, WindowAttention};
 use lucent_core::{bail, Code, Result};
 
 /// Build the network for `arch` from its (canonical) state dict.
@@ -29,6 +32,8 @@ pub fn build(arch: &Arch, sd: &StateDict) -> Result<Net> {
         Arch::RealPlksr(p) => realplksr::build(p, sd),
         Arch::SwinIr(p) => swinir::build(p, sd),
         Arch::Dat(p) => dat::build(p, sd),
+        Arch::Safmn(p) => safmn::build(p, sd),
+        Arch::Hat(p) => hat::build(p, sd),
     }
 }
 
@@ -221,6 +226,10 @@ impl Graph {
 
     pub fn window_attention(&mut self, name: &str, p: WindowAttention, x: B) -> B {
         self.add(name, "WindowAttention", Op::WindowAttention(p), &[x])
+    }
+
+    pub fn overlap_attention(&mut self, name: &str, p: OverlapAttention, x: B) -> B {
+        self.add(name, "OverlapAttention", Op::OverlapAttention(p), &[x])
     }
 
     pub fn channel_attention(&mut self, name: &str, heads: usize, temperature: Vec<f32>, x: B) -> B {

@@ -13,7 +13,7 @@ use crate::tensor::StateDict;
 use lucent_core::ncnn::model::{Activation, Net, WindowAttention};
 use lucent_core::{bail, Code, Result};
 
-const RGB_MEAN: [f32; 3] = [0.4488, 0.4371, 0.4040];
+pub(crate) const RGB_MEAN: [f32; 3] = [0.4488, 0.4371, 0.4040];
 
 /// Relative position bias (heads x N x N, N = win²) from a `((2·win - 1)², heads)` table.
 pub(crate) fn swin_bias(table: &[f32], win: usize, heads: usize) -> Vec<f32> {
@@ -43,8 +43,17 @@ fn swin_block(g: &mut Graph, sd: &StateDict, key: &str, x: B, p: &SwinIr, heads:
     // spandrel's SwinTransformerBlock: no shift when the training size is within one window.
     let shift = if odd && p.img_size > p.window_size { win / 2 } else { 0 };
     let n1 = g.layer_norm(sd, &format!("{key}.norm1"), x)?;
-    let qkv = g.linear(sd, &format!("{key}.attn.qkv"), n1, Activation::None)?;
-    let head_dim = p.embed_dim / heads;
+    let a = window_msa(g, sd, key, n1, heads, p.embed_dim / heads, win, shift, &table.data)?;
+    let x = g.sum(&format!("{key}.res1"), x, 1.0, a, 1.0);
+    mlp_residual(g, sd, key, x)
+}
+
+/// Swin's (shifted) window self-attention on the normalised tokens `n`: `proj(WMSA(qkv(n)))`
+/// from `{key}.attn.{qkv,proj}`, the relative position bias from `table` (`((2·win - 1)², heads)`),
+/// Swin's mask on the shifted blocks.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn window_msa(g: &mut Graph, sd: &StateDict, key: &str, n: B, heads: usize, head_dim: usize, win: usize, shift: usize, table: &[f32]) -> Result<B> {
+    let qkv = g.linear(sd, &format!("{key}.attn.qkv"), n, Activation::None)?;
     let wa = WindowAttention {
         heads,
         win_h: win,
@@ -53,13 +62,17 @@ fn swin_block(g: &mut Graph, sd: &StateDict, key: &str, x: B, p: &SwinIr, heads:
         shift_x: shift,
         pad_multiple: win,
         scale: (head_dim as f32).powf(-0.5),
-        bias: swin_bias(&table.data, win, heads),
+        bias: swin_bias(table, win, heads),
         masked: shift > 0,
         mask_value: -100.0,
     };
     let a = g.window_attention(&format!("{key}.attn"), wa, qkv);
-    let a = g.linear(sd, &format!("{key}.attn.proj"), a, Activation::None)?;
-    let x = g.sum(&format!("{key}.res1"), x, 1.0, a, 1.0);
+    g.linear(sd, &format!("{key}.attn.proj"), a, Activation::None)
+}
+
+/// The transformer MLP with its residual: `x + fc2(GELU(fc1(norm2(x))))` from `{key}.norm2` and
+/// `{key}.mlp.fc{1,2}`.
+pub(crate) fn mlp_residual(g: &mut Graph, sd: &StateDict, key: &str, x: B) -> Result<B> {
     let n2 = g.layer_norm(sd, &format!("{key}.norm2"), x)?;
     let m = g.linear(sd, &format!("{key}.mlp.fc1"), n2, Activation::None)?;
     let m = g.gelu(&format!("{key}.mlp.act"), m);

@@ -64,15 +64,19 @@ pub enum Arch {
     RealPlksr(RealPlksr),
     SwinIr(SwinIr),
     Dat(Dat),
+    Safmn(Safmn),
+    Hat(Hat),
 }
 
+mod safmn;
 mod transformer;
-pub use transformer::{Dat, SwinIr};
+pub use safmn::{Safmn, SAFMN_LEVELS, SAFMN_MULTIPLE};
+pub use transformer::{Dat, Hat, SwinIr};
 
 /// What a model is, as spandrel would describe it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
-    /// spandrel's architecture id: "ESRGAN", "Compact", "SPAN", "PLKSR", "SwinIR", "DAT".
+    /// spandrel's architecture id: "ESRGAN", "Compact", "SPAN", "PLKSR", "SwinIR", "DAT", "SAFMN", "HAT".
     pub architecture: &'static str,
     pub scale: usize,
     pub in_channels: usize,
@@ -81,6 +85,10 @@ pub struct ModelInfo {
     pub params: BTreeMap<String, String>,
     pub tags: Vec<String>,
     pub warnings: Vec<String>,
+    /// Input sides the network takes must be a multiple of this (1: any size). Only the
+    /// pixel-unshuffle ESRGANs need one (the unshuffle factor); SwinIR, DAT, SAFMN and HAT pad inside
+    /// the network.
+    pub size_multiple: usize,
 }
 
 pub(crate) fn has(sd: &StateDict, k: &str) -> bool {
@@ -221,7 +229,8 @@ fn detect_esrgan(sd0: &StateDict) -> Result<(Arch, ModelInfo)> {
         ("plus".into(), plus.to_string()),
         ("shuffle_factor".into(), shuffle.map_or("none".into(), |f| f.to_string())),
     ]);
-    let info = ModelInfo { architecture: "ESRGAN", scale, in_channels: in_ch, out_channels: out_nc, params, tags, warnings };
+    let size_multiple = shuffle.unwrap_or(1);
+    let info = ModelInfo { architecture: "ESRGAN", scale, in_channels: in_ch, out_channels: out_nc, params, tags, warnings, size_multiple };
     Ok((Arch::Esrgan(e), info))
 }
 
@@ -250,7 +259,7 @@ fn detect_compact(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
         ("act_type".into(), "prelu".into()),
     ]);
     let tags = vec![format!("{num_feat}nf"), format!("{num_conv}nc")];
-    let info = ModelInfo { architecture: "Compact", scale, in_channels: in_nc, out_channels: out_nc, params, tags, warnings: Vec::new() };
+    let info = ModelInfo { architecture: "Compact", scale, in_channels: in_nc, out_channels: out_nc, params, tags, warnings: Vec::new(), size_multiple: 1 };
     Ok((Arch::Compact(c), info))
 }
 
@@ -271,7 +280,7 @@ fn detect_span(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
         ("norm".into(), norm.to_string()),
     ]);
     let tags = vec![format!("{feat}nf")];
-    let info = ModelInfo { architecture: "SPAN", scale, in_channels: in_nc, out_channels: out_nc, params, tags, warnings: Vec::new() };
+    let info = ModelInfo { architecture: "SPAN", scale, in_channels: in_nc, out_channels: out_nc, params, tags, warnings: Vec::new(), size_multiple: 1 };
     Ok((Arch::Span(s), info))
 }
 
@@ -313,19 +322,17 @@ fn detect_realplksr(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
         ("layer_norm".into(), "true".into()),
     ]);
     let tags = vec![format!("{width}dim"), format!("{n_blocks}nb"), format!("{kernel_size}ks"), "Real".into(), "LayerNorm".into()];
-    let info = ModelInfo { architecture: "PLKSR", scale, in_channels: 3, out_channels: 3, params, tags, warnings: Vec::new() };
+    let info = ModelInfo { architecture: "PLKSR", scale, in_channels: 3, out_channels: 3, params, tags, warnings: Vec::new(), size_multiple: 1 };
     Ok((Arch::RealPlksr(p), info))
 }
 
 /// Architectures spandrel knows that Lucent cannot build yet, each by keys that mark it (all must
 /// be present; checked in this order, so the more specific come first).
-const KNOWN_UNSUPPORTED: [(&[&str], &str); 8] = [
+const KNOWN_UNSUPPORTED: [(&[&str], &str); 6] = [
     (&["feats.0.weight", "feats.1.channe_mixer.0.weight", "feats.1.refine.weight"], "PLKSR"),
     (&["relative_position_index_SA", "layers.0.residual_group.td"], "ATD"),
-    (&["relative_position_index_SA", "layers.0.residual_group.blocks.0.conv_block.cab.0.weight"], "HAT"),
     (&["layers.0.swin1.attn.relative_position_bias_table"], "DRCT"),
     (&["before_RG.1.weight", "layers.0.blocks.0.gamma", "layers.0.blocks.0.attn.attns.0.rpe_biases"], "RGT"),
-    (&["to_feat.weight", "feats.0.safm.mfr.0.weight"], "SAFMN"),
     (&["input.weight", "up.0.weight", "residual_layer.0.residual_layer.0.layer.0.fn.0.weight"], "OmniSR"),
     (&["conv_first.weight", "conv_last.weight"], "an RRDBNet-like network without RRDB blocks"),
 ];
@@ -347,6 +354,11 @@ pub fn detect(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
     if ["feats.0.weight", "feats.1.lk.conv.weight", "feats.1.refine.weight", "feats.1.channel_mixer.0.weight"].iter().all(|k| has(sd, k)) {
         return detect_realplksr(sd);
     }
+    // HAT by its markers; a file with them that lacks others of spandrel's HAT keys is refused
+    // naming the missing key.
+    if ["relative_position_index_SA", "layers.0.residual_group.blocks.0.conv_block.cab.0.weight"].iter().all(|k| has(sd, k)) {
+        return transformer::detect_hat(sd);
+    }
     if ["layers.0.residual_group.blocks.0.norm1.weight", "layers.0.residual_group.blocks.0.mlp.fc1.bias", "layers.0.residual_group.blocks.0.attn.relative_position_index"]
         .iter()
         .all(|k| has(sd, k))
@@ -360,13 +372,29 @@ pub fn detect(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
     {
         return transformer::detect_dat(sd);
     }
+    if [
+        "to_feat.weight",
+        "feats.0.norm1.weight",
+        "feats.0.norm2.weight",
+        "feats.0.safm.mfr.0.weight",
+        "feats.0.safm.mfr.3.weight",
+        "feats.0.safm.aggr.weight",
+        "feats.0.ccm.ccm.0.weight",
+        "feats.0.ccm.ccm.2.weight",
+        "to_img.0.weight",
+    ]
+    .iter()
+    .all(|k| has(sd, k))
+    {
+        return safmn::detect_safmn(sd);
+    }
     let known = KNOWN_UNSUPPORTED.iter().find(|(keys, _)| keys.iter().all(|k| has(sd, k))).map(|(_, n)| *n);
     let sample: Vec<&str> = sd.keys().take(4).map(|k| k.as_str()).collect();
     match known {
-        Some(name) => bail!(Code::ModelInvalid, "recognised {name}, which Lucent cannot run yet (supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR, SwinIR, DAT)"),
+        Some(name) => bail!(Code::ModelInvalid, "recognised {name}, which Lucent cannot run yet (supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR, SwinIR, DAT, SAFMN, HAT)"),
         None => bail!(
             Code::ModelInvalid,
-            "unknown architecture ({} tensors, first keys {:?}); supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR, SwinIR, DAT",
+            "unknown architecture ({} tensors, first keys {:?}); supported: ESRGAN/RRDBNet, Real-ESRGAN Compact, SPAN, RealPLKSR, SwinIR, DAT, SAFMN, HAT",
             sd.len(),
             sample
         ),

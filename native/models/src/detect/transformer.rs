@@ -1,5 +1,5 @@
-//! Detection of the window-attention transformers SwinIR and DAT (incl. DAT-light / DAT-S /
-//! DAT-2), from keys and shapes as spandrel (MIT) reads them, restated.
+//! Detection of the window-attention transformers SwinIR, DAT (incl. DAT-light / DAT-S /
+//! DAT-2) and HAT, from keys and shapes as spandrel (MIT) reads them, restated.
 
 use super::{dim, get, has, seq_len, Arch, ModelInfo};
 use crate::tensor::StateDict;
@@ -150,7 +150,7 @@ pub(crate) fn detect_swinir(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
         patch_norm: has(sd, "patch_embed.norm.weight"),
     };
     let warnings = vec![format!("input is reflect-padded to a multiple of {window_size} inside the network; attention windows make tile seams likelier than with convolutional models")];
-    let info = ModelInfo { architecture: "SwinIR", scale: upscale, in_channels: in_nc, out_channels: out_nc, params, tags, warnings };
+    let info = ModelInfo { architecture: "SwinIR", scale: upscale, in_channels: in_nc, out_channels: out_nc, params, tags, warnings, size_multiple: 1 };
     Ok((Arch::SwinIr(s), info))
 }
 
@@ -224,6 +224,153 @@ pub(crate) fn detect_dat(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
     ]);
     let d = Dat { in_nc, embed_dim, depth, num_heads, split_size, img_size, ffn_hidden, upsampler, upscale, three_conv };
     let warnings = vec!["DAT's channel attention and adaptive interaction use whole-image statistics: a tiled run differs from a whole-image run".to_string()];
-    let info = ModelInfo { architecture: "DAT", scale: upscale, in_channels: in_nc, out_channels: in_nc, params, tags, warnings };
+    let info = ModelInfo { architecture: "DAT", scale: upscale, in_channels: in_nc, out_channels: in_nc, params, tags, warnings, size_multiple: 1 };
     Ok((Arch::Dat(d), info))
+}
+
+/// HAT (Hybrid Attention Transformer), with spandrel's fixed values where the weights say
+/// nothing: training size 64 (so the odd blocks shift whenever the window is smaller), patch
+/// size 1, `conv_scale` 0.01, `img_range` 1, the "pixelshuffle" upsampler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hat {
+    pub in_nc: usize,
+    pub embed_dim: usize,
+    /// Hybrid attention blocks per residual group (RHAG).
+    pub depths: Vec<usize>,
+    pub num_heads: Vec<usize>,
+    pub window_size: usize,
+    /// Side of OCAB's key/value windows (`window_size + int(window_size · overlap_ratio)`).
+    pub overlap_win: usize,
+    pub upscale: usize,
+    /// `resi_connection` "1conv" (a 3x3 conv closes each group and the body) or "identity".
+    pub conv_resi: bool,
+    pub patch_norm: bool,
+    pub conv_scale: f32,
+    pub img_range: f32,
+}
+
+/// spandrel's `_inv_int_div`: a `b` with `a // b == c`, printed as Python would (an int when
+/// it finds a whole one).
+fn inv_int_div(a: usize, c: usize) -> Result<(f64, String)> {
+    if c == 0 || a == 0 {
+        bail!(Code::ModelInvalid, "HAT: {c} of {a} channels gives no ratio");
+    }
+    let b = a as f64 / c as f64;
+    if b.fract() == 0.0 {
+        return Ok((b, format!("{}", b as usize)));
+    }
+    for whole in [b.ceil() as usize, b.floor() as usize] {
+        if whole > 0 && a / whole == c {
+            return Ok((whole as f64, whole.to_string()));
+        }
+    }
+    for f in [b, b - 0.01, b + 0.01] {
+        if (a as f64 / f).floor() == c as f64 {
+            return Ok((f, format!("{f:?}")));
+        }
+    }
+    bail!(Code::ModelInvalid, "HAT: no ratio divides {a} channels into {c}")
+}
+
+/// spandrel's `_get_overlap_ratio`: the first "nice" ratio giving this overlap window, else the
+/// plain quotient plus 0.01 (as Python prints it).
+fn overlap_ratio(ws: usize, ows: usize) -> String {
+    let nice: [(f64, &str); 13] = [(0.0, "0"), (1.0, "1"), (0.5, ""), (0.25, ""), (0.75, ""), (0.1, ""), (0.2, ""), (0.3, ""), (0.4, ""), (0.6, ""), (0.7, ""), (0.8, ""), (0.9, "")];
+    for (r, int) in nice {
+        if (ws as f64 + ws as f64 * r) as usize == ows {
+            return if int.is_empty() { format!("{r:?}") } else { int.to_string() };
+        }
+    }
+    format!("{:?}", (ows as f64 - ws as f64) / ws as f64 + 0.01)
+}
+
+/// spandrel's HAT keys, all of which its detection wants.
+const HAT_KEYS: [&str; 15] = [
+    "relative_position_index_SA",
+    "conv_first.weight",
+    "layers.0.residual_group.blocks.0.norm1.weight",
+    "layers.0.residual_group.blocks.0.conv_block.cab.0.weight",
+    "layers.0.residual_group.blocks.0.conv_block.cab.2.weight",
+    "layers.0.residual_group.blocks.0.conv_block.cab.3.attention.1.weight",
+    "layers.0.residual_group.blocks.0.conv_block.cab.3.attention.3.weight",
+    "layers.0.residual_group.blocks.0.mlp.fc1.bias",
+    "layers.0.residual_group.blocks.0.mlp.fc2.weight",
+    "layers.0.residual_group.overlap_attn.relative_position_bias_table",
+    "layers.0.residual_group.overlap_attn.qkv.weight",
+    "layers.0.residual_group.overlap_attn.proj.weight",
+    "layers.0.residual_group.overlap_attn.mlp.fc1.weight",
+    "layers.0.residual_group.overlap_attn.mlp.fc2.weight",
+    "conv_last.weight",
+];
+
+pub(crate) fn detect_hat(sd: &StateDict) -> Result<(Arch, ModelInfo)> {
+    if let Some(k) = HAT_KEYS.iter().find(|k| !has(sd, k)) {
+        bail!(Code::ModelInvalid, "recognised HAT, but the file lacks '{k}', which spandrel's HAT has");
+    }
+    if has(sd, "absolute_pos_embed") {
+        bail!(Code::ModelInvalid, "recognised HAT with an absolute position embedding (it fixes the input size), which Lucent cannot run");
+    }
+    let in_nc = dim(sd, "conv_first.weight", 1)?;
+    let embed_dim = dim(sd, "conv_first.weight", 0)?;
+    let num_feat = dim(sd, "conv_last.weight", 1)?;
+    let out_nc = dim(sd, "conv_last.weight", 0)?;
+    let (upscale, _) = pixelshuffle_params(sd)?;
+    let window_size = dim(sd, "relative_position_index_SA", 0)?.isqrt();
+    let overlap_win = dim(sd, "relative_position_index_OCA", 1)?.isqrt();
+    let layers = seq_len(sd, "layers");
+    let depths: Vec<usize> = (0..layers).map(|i| seq_len(sd, &format!("layers.{i}.residual_group.blocks"))).collect();
+    let mut num_heads = Vec::new();
+    for i in 0..layers {
+        num_heads.push(dim(sd, &format!("layers.{i}.residual_group.overlap_attn.relative_position_bias_table"), 1)?);
+    }
+    let conv_resi = has(sd, "conv_after_body.weight");
+    let (compress, compress_s) = inv_int_div(embed_dim, dim(sd, "layers.0.residual_group.blocks.0.conv_block.cab.0.weight", 0)?)?;
+    let (_, squeeze_s) = inv_int_div(embed_dim, dim(sd, "layers.0.residual_group.blocks.0.conv_block.cab.3.attention.1.weight", 0)?)?;
+    let qkv_bias = has(sd, "layers.0.residual_group.blocks.0.attn.qkv.bias");
+    let patch_norm = has(sd, "patch_embed.norm.weight");
+    let mlp_hidden = dim(sd, "layers.0.residual_group.blocks.0.mlp.fc1.weight", 0)?;
+    // spandrel builds HAT for 64x64 training patches: a window of 64 or more would not load.
+    let heads_ok = num_heads.iter().all(|&h| h > 0 && embed_dim.is_multiple_of(h));
+    if window_size == 0 || window_size >= 64 || overlap_win < window_size || !(overlap_win - window_size).is_multiple_of(2) || layers == 0 || !heads_ok || upscale == 0 {
+        bail!(Code::ModelInvalid, "HAT: window {window_size}, overlap window {overlap_win}, {layers} groups, heads {num_heads:?} do not fit {embed_dim} channels (Lucent needs the overlap window to exceed the window by an even count)");
+    }
+    if out_nc != in_nc {
+        bail!(Code::ModelInvalid, "HAT: {in_nc} input and {out_nc} output channels; spandrel builds only equal counts");
+    }
+    let resi = if conv_resi { "1conv" } else { "identity" };
+    let size_tag = match layers {
+        0..=8 if compress > 4.0 => "small",
+        0..=8 => "medium",
+        _ => "large",
+    };
+    let tags = vec![size_tag.to_string(), format!("s64w{window_size}"), format!("{num_feat}nf"), format!("{embed_dim}dim"), resi.to_string()];
+    let params = BTreeMap::from([
+        ("img_size".to_string(), "64".to_string()),
+        ("patch_size".into(), "1".into()),
+        ("in_chans".into(), in_nc.to_string()),
+        ("embed_dim".into(), embed_dim.to_string()),
+        ("depths".into(), list(&depths)),
+        ("num_heads".into(), list(&num_heads)),
+        ("window_size".into(), window_size.to_string()),
+        ("compress_ratio".into(), compress_s),
+        ("squeeze_factor".into(), squeeze_s),
+        ("conv_scale".into(), "0.01".into()),
+        ("overlap_ratio".into(), overlap_ratio(window_size, overlap_win)),
+        ("mlp_ratio".into(), format!("{:?}", mlp_hidden as f64 / embed_dim as f64)),
+        ("qkv_bias".into(), qkv_bias.to_string()),
+        ("ape".into(), "false".into()),
+        ("patch_norm".into(), patch_norm.to_string()),
+        ("upscale".into(), upscale.to_string()),
+        ("img_range".into(), "1.0".into()),
+        ("upsampler".into(), "pixelshuffle".into()),
+        ("resi_connection".into(), resi.into()),
+        ("num_feat".into(), num_feat.to_string()),
+    ]);
+    let h = Hat { in_nc, embed_dim, depths, num_heads, window_size, overlap_win, upscale, conv_resi, patch_norm, conv_scale: 0.01, img_range: 1.0 };
+    let warnings = vec![
+        format!("input is reflect-padded to a multiple of {window_size} inside the network; attention windows make tile seams likelier than with convolutional models"),
+        "HAT's channel attention blocks use whole-image averages: a tiled run differs slightly from a whole-image run".to_string(),
+    ];
+    let info = ModelInfo { architecture: "HAT", scale: upscale, in_channels: in_nc, out_channels: in_nc, params, tags, warnings, size_multiple: 1 };
+    Ok((Arch::Hat(h), info))
 }
