@@ -17,6 +17,7 @@
 
 use super::attention::{softmax_exp, QB};
 use super::isa::Isa;
+use super::simd::{self, Simd};
 use crate::ncnn::model::Op;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -75,14 +76,18 @@ struct Scratch {
     rows: Vec<[f32; QB]>,
 }
 
-/// QB f32 lanes in one ISA's vector registers, with the few plain IEEE operations the kernels
-/// use (no fused multiply-add: the reference rounds products and sums apart). Written with
-/// intrinsics rather than left to the auto-vectoriser, which split these loops across keys
-/// instead of lanes and spilled the accumulators.
+/// QB f32 lanes as `N` vectors of one ISA's [`Simd`] (AVX-512: 1, AVX2: 2, portable: one array of
+/// QB), with the few plain IEEE operations the kernels use (no fused multiply-add: the reference
+/// rounds products and sums apart). Written with the vector types rather than left to the
+/// auto-vectoriser, which split these loops across keys instead of lanes and spilled the
+/// accumulators.
 ///
 /// # Safety
-/// Pointers must be valid for QB floats; the x86 implementations may only run inside code
-/// compiled with their target feature (they are inlined into it).
+/// Pointers must be valid for QB floats; the x86 vectors may only be used inside code compiled
+/// with their target feature (everything here is inlined into it).
+#[derive(Clone, Copy)]
+struct Wide<S: Simd, const N: usize>([S::V; N]);
+
 trait Lanes: Copy {
     unsafe fn zero() -> Self;
     unsafe fn splat(v: f32) -> Self;
@@ -95,130 +100,46 @@ trait Lanes: Copy {
     unsafe fn max(self, b: Self) -> Self;
 }
 
-/// Any CPU: plain arrays.
-#[derive(Clone, Copy)]
-struct Portable([f32; QB]);
-
-impl Lanes for Portable {
+impl<S: Simd, const N: usize> Lanes for Wide<S, N> {
     #[inline(always)]
     unsafe fn zero() -> Self {
-        Portable([0.0; QB])
+        debug_assert_eq!(N * S::LANES, QB);
+        Wide([S::zero(); N])
     }
     #[inline(always)]
     unsafe fn splat(v: f32) -> Self {
-        Portable([v; QB])
+        Wide([S::set1(v); N])
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
-        Portable(std::ptr::read_unaligned(p as *const [f32; QB]))
+        Wide(std::array::from_fn(|i| S::load(p.add(i * S::LANES))))
     }
     #[inline(always)]
     unsafe fn store(self, p: *mut f32) {
-        std::ptr::write_unaligned(p as *mut [f32; QB], self.0)
+        for (i, v) in self.0.into_iter().enumerate() {
+            S::store(p.add(i * S::LANES), v);
+        }
     }
     #[inline(always)]
     unsafe fn add(self, b: Self) -> Self {
-        Portable(std::array::from_fn(|l| self.0[l] + b.0[l]))
+        Wide(std::array::from_fn(|i| S::add(self.0[i], b.0[i])))
     }
     #[inline(always)]
     unsafe fn mul(self, b: Self) -> Self {
-        Portable(std::array::from_fn(|l| self.0[l] * b.0[l]))
+        Wide(std::array::from_fn(|i| S::mul(self.0[i], b.0[i])))
     }
     #[inline(always)]
     unsafe fn div(self, b: Self) -> Self {
-        Portable(std::array::from_fn(|l| self.0[l] / b.0[l]))
+        Wide(std::array::from_fn(|i| S::div(self.0[i], b.0[i])))
     }
     #[inline(always)]
     unsafe fn max(self, b: Self) -> Self {
-        Portable(std::array::from_fn(|l| if self.0[l] > b.0[l] { self.0[l] } else { b.0[l] }))
+        Wide(std::array::from_fn(|i| S::max(self.0[i], b.0[i])))
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{Lanes, QB};
-    use std::arch::x86_64::*;
-
-    /// AVX2: two `__m256`.
-    #[derive(Clone, Copy)]
-    pub struct Avx2([__m256; 2]);
-
-    impl Lanes for Avx2 {
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            Avx2([_mm256_setzero_ps(); 2])
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> Self {
-            Avx2([_mm256_set1_ps(v); 2])
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            Avx2([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(QB / 2))])
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            _mm256_storeu_ps(p, self.0[0]);
-            _mm256_storeu_ps(p.add(QB / 2), self.0[1]);
-        }
-        #[inline(always)]
-        unsafe fn add(self, b: Self) -> Self {
-            Avx2([_mm256_add_ps(self.0[0], b.0[0]), _mm256_add_ps(self.0[1], b.0[1])])
-        }
-        #[inline(always)]
-        unsafe fn mul(self, b: Self) -> Self {
-            Avx2([_mm256_mul_ps(self.0[0], b.0[0]), _mm256_mul_ps(self.0[1], b.0[1])])
-        }
-        #[inline(always)]
-        unsafe fn div(self, b: Self) -> Self {
-            Avx2([_mm256_div_ps(self.0[0], b.0[0]), _mm256_div_ps(self.0[1], b.0[1])])
-        }
-        #[inline(always)]
-        unsafe fn max(self, b: Self) -> Self {
-            // maxps returns its second operand unless the first is greater (NaN included).
-            Avx2([_mm256_max_ps(self.0[0], b.0[0]), _mm256_max_ps(self.0[1], b.0[1])])
-        }
-    }
-
-    /// AVX-512F: one `__m512`.
-    #[derive(Clone, Copy)]
-    pub struct Avx512(__m512);
-
-    impl Lanes for Avx512 {
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            Avx512(_mm512_setzero_ps())
-        }
-        #[inline(always)]
-        unsafe fn splat(v: f32) -> Self {
-            Avx512(_mm512_set1_ps(v))
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            Avx512(_mm512_loadu_ps(p))
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            _mm512_storeu_ps(p, self.0)
-        }
-        #[inline(always)]
-        unsafe fn add(self, b: Self) -> Self {
-            Avx512(_mm512_add_ps(self.0, b.0))
-        }
-        #[inline(always)]
-        unsafe fn mul(self, b: Self) -> Self {
-            Avx512(_mm512_mul_ps(self.0, b.0))
-        }
-        #[inline(always)]
-        unsafe fn div(self, b: Self) -> Self {
-            Avx512(_mm512_div_ps(self.0, b.0))
-        }
-        #[inline(always)]
-        unsafe fn max(self, b: Self) -> Self {
-            Avx512(_mm512_max_ps(self.0, b.0))
-        }
-    }
-}
+/// Any CPU: one plain array of QB.
+type Portable = Wide<simd::Lanes<QB>, 1>;
 
 /// Scores of the QB queries from `i0` (qᵀ, rows of nqp, scaled) against keys `j0 .. j0 + J` (kᵀ,
 /// rows of nk): Σ_e q[e]·k[j][e] summed over e in order from 0, then + bias (the block's slab,
@@ -334,12 +255,12 @@ fn overlap_task(isa: Isa, g: &Overlaps, win: usize, hd: usize, sc: &mut Scratch,
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn avx2(g: &Overlaps, win: usize, hd: usize, sc: &mut Scratch, out: &mut [f32]) {
-        overlap_task_body::<x86::Avx2>(g, win, hd, sc, out)
+        overlap_task_body::<Wide<simd::Avx2, 2>>(g, win, hd, sc, out)
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn avx512(g: &Overlaps, win: usize, hd: usize, sc: &mut Scratch, out: &mut [f32]) {
-        overlap_task_body::<x86::Avx512>(g, win, hd, sc, out)
+        overlap_task_body::<Wide<simd::Avx512, 1>>(g, win, hd, sc, out)
     }
     match isa {
         // SAFETY: the backend only pins levels the CPU supports (Isa::supported).

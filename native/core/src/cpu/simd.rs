@@ -24,6 +24,11 @@ pub trait Simd: Copy {
     unsafe fn set1(v: f32) -> Self::V;
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+    /// `a * b`, rounded on its own (no fusing).
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    unsafe fn div(a: Self::V, b: Self::V) -> Self::V;
+    /// `a > b ? a : b` per lane (b where either is NaN, as x86's maxps).
+    unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
     /// `out[4 j + q] = p[q][j]` for q in 0..4, j in 0..LANES (4 * LANES floats).
     #[inline(always)]
     unsafe fn interleave4(p: [Self::V; 4], out: *mut f32) {
@@ -92,6 +97,18 @@ impl<const L: usize> Simd for Lanes<L> {
         }
         r
     }
+    #[inline(always)]
+    unsafe fn mul(a: [f32; L], b: [f32; L]) -> [f32; L] {
+        std::array::from_fn(|i| a[i] * b[i])
+    }
+    #[inline(always)]
+    unsafe fn div(a: [f32; L], b: [f32; L]) -> [f32; L] {
+        std::array::from_fn(|i| a[i] / b[i])
+    }
+    #[inline(always)]
+    unsafe fn max(a: [f32; L], b: [f32; L]) -> [f32; L] {
+        std::array::from_fn(|i| if a[i] > b[i] { a[i] } else { b[i] })
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -140,6 +157,18 @@ mod x86 {
         #[inline(always)]
         unsafe fn sub(a: __m256, b: __m256) -> __m256 {
             _mm256_sub_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+            _mm256_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn div(a: __m256, b: __m256) -> __m256 {
+            _mm256_div_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn max(a: __m256, b: __m256) -> __m256 {
+            _mm256_max_ps(a, b)
         }
         #[inline(always)]
         unsafe fn interleave4(p: [__m256; 4], out: *mut f32) {
@@ -196,6 +225,18 @@ mod x86 {
         #[inline(always)]
         unsafe fn sub(a: __m512, b: __m512) -> __m512 {
             _mm512_sub_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+            _mm512_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn div(a: __m512, b: __m512) -> __m512 {
+            _mm512_div_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn max(a: __m512, b: __m512) -> __m512 {
+            _mm512_max_ps(a, b)
         }
     }
 }
