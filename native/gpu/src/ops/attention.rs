@@ -347,7 +347,15 @@ pub fn ca_apply(f16: bool) -> String {
     s
 }
 
-fn need_3d(io: &Io, what: &str) -> Result<Shape> {
+/// [`head_kernel`] keeps a head's q and accumulator in registers: at most [`MAX_HEAD`] channels.
+pub(super) fn check_head(io: &Io, d: usize) -> Result<()> {
+    if d > MAX_HEAD {
+        bail!(Code::ModelInvalid, "layer {}: attention heads of {d} channels (the GPU kernel takes up to {MAX_HEAD})", io.name);
+    }
+    Ok(())
+}
+
+pub(super) fn need_3d(io: &Io, what: &str) -> Result<Shape> {
     let s = io.ins[0];
     if s.dims != 3 || s.h == 0 || s.w == 0 {
         bail!(Code::InvalidArgument, "layer {}: {what} needs a non-empty 3-D blob", io.name);
@@ -408,9 +416,7 @@ pub(crate) fn record_window(ctx: &mut DevCtx, rec: &mut Rec, io: &Io, wa: &Windo
     }
     let c = s.c / 3;
     let d = c / heads;
-    if d > MAX_HEAD {
-        bail!(Code::ModelInvalid, "layer {}: attention heads of {d} channels (the GPU kernel takes up to {MAX_HEAD})", io.name);
-    }
+    check_head(io, d)?;
     let m = wa.pad_multiple;
     let (hp, wp) = (s.h.div_ceil(m) * m, s.w.div_ceil(m) * m);
     if !hp.is_multiple_of(wh) || !wp.is_multiple_of(ww) || wa.shift_y >= hp || wa.shift_x >= wp {

@@ -6,10 +6,9 @@
 //! One thread per (head, pixel): the thread walks the keys of its window's overlap square once with
 //! an online softmax (running max and sum, the accumulator rescaled when the max grows), in f32
 //! whatever the storage precision; q and the accumulator live in registers, so the kernel is
-//! generated per head width `D` (up to [`super::attention::MAX_HEAD`] channels).
+//! generated per head width `D` (up to `super::attention::MAX_HEAD` channels).
 
-use super::attention::MAX_HEAD;
-use super::attention::head_kernel;
+use super::attention::{check_head, head_kernel, need_3d};
 use super::{ew, params, pipeline, Io, Words};
 use crate::rec::Rec;
 use crate::shape::Shape;
@@ -67,10 +66,7 @@ pub fn overlap_attention(f16: bool, d: usize) -> String {
 
 /// Record an OverlapAttention layer; `aux`: its position biases (or the dummy buffer).
 pub(crate) fn record(ctx: &mut DevCtx, rec: &mut Rec, io: &Io, p: &OverlapAttention, aux: wgpu::Buffer) -> Result<()> {
-    let s = io.ins[0];
-    if s.dims != 3 || s.h == 0 || s.w == 0 {
-        bail!(Code::InvalidArgument, "layer {}: OverlapAttention needs a non-empty 3-D blob", io.name);
-    }
+    let s = need_3d(io, "OverlapAttention")?;
     let (ws, ows, heads) = (p.window, p.overlap, p.heads);
     if heads == 0 || ws == 0 || ows < ws || !(ows - ws).is_multiple_of(2) || !s.c.is_multiple_of(3 * heads) {
         bail!(Code::ModelInvalid, "layer {}: OverlapAttention: {heads} heads, window {ws}, overlap window {ows} do not fit {} channels", io.name, s.c);
@@ -80,9 +76,7 @@ pub(crate) fn record(ctx: &mut DevCtx, rec: &mut Rec, io: &Io, p: &OverlapAttent
     }
     let c = s.c / 3;
     let d = c / heads;
-    if d > MAX_HEAD {
-        bail!(Code::ModelInvalid, "layer {}: attention heads of {d} channels (the GPU kernel takes up to {MAX_HEAD})", io.name);
-    }
+    check_head(io, d)?;
     let x = rec.buf_of(io.bottoms[0]);
     let out = rec.alloc_blob(ctx, io.tops[0], Shape::d3(c, s.h, s.w))?;
     let threads = heads * s.h * s.w;
