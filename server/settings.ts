@@ -106,6 +106,9 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'LUCENT_OWN_MODELS_REFRESH_MS', type: 'duration', default: 2000, min: 0, unit: 'ms', doc: 'How often a running process asks the store whether the operator\'s own models changed (`lucent models add/remove` take effect within it; 0: never)', readers: SERVER, group: G.jobs },
   { name: 'LUCENT_KEY_CACHE_MS', type: 'duration', default: 1000, min: 0, unit: 'ms', doc: 'How long a looked-up API key is cached (a revocation takes effect within it)', readers: SERVER, group: G.http },
   { name: 'LUCENT_UPLOAD_MAX_BYTES', type: 'bytes', default: 1024 * MiB, min: 1, unit: 'bytes', doc: 'Max size of one upload (PUT or multipart)', readers: SERVER, group: G.http },
+  { name: 'LUCENT_QUOTA_STORED_BYTES', type: 'bytes', default: 10 * 1024 * MiB, min: 0, unit: 'bytes', doc: 'Per-key quota: bytes of uploads + transfers kept (until their retention ends); over it 429 (error 100429000). 0: unlimited. A key\'s own quota (admin API) overrides it', readers: SERVER, group: G.http },
+  { name: 'LUCENT_QUOTA_STORED_FILES', type: 'int', default: 10_000, min: 0, unit: 'files', doc: 'Per-key quota: uploads + transfers kept (until their retention ends); over it 429. 0: unlimited', readers: SERVER, group: G.http },
+  { name: 'LUCENT_QUOTA_JOBS_IN_FLIGHT', type: 'int', default: 100, min: 0, unit: 'jobs', doc: 'Per-key quota: jobs submitted and not ended (CONVERTING); a submission over it gets 429. 0: unlimited', readers: SERVER, group: G.http },
   { name: 'LUCENT_PRICES', type: 'path', default: null, defaultDoc: 'built-in', doc: 'JSON file overriding the price tables (server/pricing.ts)', readers: SERVER, group: G.http },
 
   // --- jobs
