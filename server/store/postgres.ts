@@ -12,6 +12,7 @@ import pg from 'pg'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
 import { OWN_MODELS_MIGRATION_PG, PgOwnModels } from './own-models.js'
+import { PgQuotas, QUOTAS_MIGRATION_PG } from './quotas-postgres.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
@@ -106,6 +107,8 @@ const MIGRATIONS: string[] = [
   WEBHOOK_MIGRATION_PG_2,
   // --- bring your own model: the operator's networks (./own-models.ts) ---
   OWN_MODELS_MIGRATION_PG,
+  // --- per-key quotas: overrides and stored objects (./quotas-postgres.ts) ---
+  QUOTAS_MIGRATION_PG,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -151,6 +154,7 @@ export class PgStore implements Store {
   readonly pool: pg.Pool
   readonly webhooks: PgWebhooks
   readonly ownModels: PgOwnModels
+  readonly quotas: PgQuotas
   private closed = false
 
   private constructor(url: string, o: PgStoreOptions) {
@@ -159,6 +163,7 @@ export class PgStore implements Store {
     this.pool.on('error', () => {})
     this.webhooks = new PgWebhooks(this.pool)
     this.ownModels = new PgOwnModels(this.pool)
+    this.quotas = new PgQuotas(this.pool)
   }
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */

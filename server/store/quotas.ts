@@ -51,7 +51,8 @@ export interface QuotaStore {
    *  `null` = back to the defaults. Returns the key's quotas after. */
   set(keyId: string, patch: Partial<KeyQuotas> | null): Promise<KeyQuotas>
   usage(keyId: string, now?: number): Promise<QuotaUsage>
-  /** Records a new stored object of the key (one file, `bytes` reserved, expiring at `expiresAt`) if the key's file
+  /** Records a new stored object of the key (one file, `bytes` reserved, expiring at `expiresAt`: RESERVATION_MS
+   *  ahead for a stream, the link's expiry for a pre-signed PUT) if the key's file
    *  and byte quotas allow it; atomic against parallel reservations of the key. The same `objectKey` again (an
    *  overwrite) replaces its row and counts once. */
   reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number }): Promise<ReserveResult>

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
 import { OWN_MODELS_SCHEMA_SQLITE, SqliteOwnModels } from './own-models.js'
+import { SqliteQuotas } from './quotas-sqlite.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
 const SCHEMA = `
@@ -119,6 +120,7 @@ export class SqliteStore implements Store {
   readonly db: Database.Database
   readonly webhooks: SqliteWebhooks
   readonly ownModels: SqliteOwnModels
+  readonly quotas: SqliteQuotas
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
   private txFail: Database.Transaction<(id: string, code: number, msg: string, cause: EndCause) => boolean>
@@ -144,6 +146,8 @@ export class SqliteStore implements Store {
     // --- bring your own model: the operator's networks (./own-models.ts) ---
     this.db.exec(OWN_MODELS_SCHEMA_SQLITE)
     this.ownModels = new SqliteOwnModels(this.db)
+    // --- per-key quotas: overrides and stored objects (./quotas-sqlite.ts applies its schema) ---
+    this.quotas = new SqliteQuotas(this.db)
     const db = this.db
     this.s = {
       keyByHash: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?'),

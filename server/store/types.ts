@@ -2,6 +2,7 @@
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
 import type { WebhookStore } from './webhooks.js'
 import type { OwnModelStore } from './own-models.js'
+import type { QuotaStore } from './quotas.js'
 import type { EndCause } from '../jobs/refund.js'
 
 export interface ApiKey {
@@ -150,6 +151,8 @@ export interface Store {
   readonly webhooks: WebhookStore
   /** The operator's own networks (bring your own model, ./own-models.ts). */
   readonly ownModels: OwnModelStore
+  /** Per-key quotas: stored bytes / files, jobs in flight (./quotas.ts). */
+  readonly quotas: QuotaStore
   /** The key's newest `limit` ledger rows, newest first. */
   recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]>
   /** Extension: record the state of a job's output PUT (insert or replace). */

@@ -1,0 +1,113 @@
+/** Per-key quotas on PostgreSQL (see ./quotas.ts): the migration appended to the store's list, and the queries.
+ *  Reservations and commits of one key are serialised by a transaction-scoped advisory lock on the key, so parallel
+ *  uploads on several gateways cannot pass the quota together. */
+import type pg from 'pg'
+import { checkPatch, defaultQuotas, mergeQuotas, parseOverrides, verdict, type CommitResult, type KeyQuotas, type QuotaStore, type QuotaUsage, type ReserveResult } from './quotas.js'
+
+/** One migration (appended to the store's list; idempotent). */
+export const QUOTAS_MIGRATION_PG = `
+  CREATE TABLE IF NOT EXISTS quota_overrides (
+    key_id TEXT PRIMARY KEY,
+    overrides TEXT NOT NULL,
+    updated_at BIGINT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS quota_objects (
+    object_key TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS quota_objects_key ON quota_objects(key_id, expires_at);
+  CREATE INDEX IF NOT EXISTS jobs_key_status ON jobs(key_id, status);
+`
+
+/** Advisory lock namespace of the quota rows of one key (pg_advisory_xact_lock(ns, hashtext(key))). */
+const LOCK_NS = 0x71756f74 // 'quot'
+
+export class PgQuotas implements QuotaStore {
+  defaults: KeyQuotas
+  constructor(private readonly pool: pg.Pool, defaults: KeyQuotas = defaultQuotas()) { this.defaults = defaults }
+
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect()
+    try {
+      await c.query('BEGIN')
+      const r = await fn(c)
+      await c.query('COMMIT')
+      return r
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => {})
+      throw e
+    } finally {
+      c.release()
+    }
+  }
+  private async usageOf(c: pg.Pool | pg.PoolClient, keyId: string, now: number, except: string) {
+    const r = (await c.query<{ bytes: string | null; files: string; first: number | null }>(`SELECT SUM(size) AS bytes, COUNT(*) AS files, MIN(expires_at) AS first
+      FROM quota_objects WHERE key_id = $1 AND expires_at > $2 AND object_key <> $3`, [keyId, now, except])).rows[0]
+    const j = (await c.query<{ n: string }>("SELECT COUNT(*) AS n FROM jobs WHERE key_id = $1 AND status = 'CONVERTING'", [keyId])).rows[0]
+    return { u: { storedBytes: Number(r.bytes ?? 0), storedFiles: Number(r.files), jobsInFlight: Number(j.n) }, first: r.first === null ? null : Number(r.first) }
+  }
+  private async quotasOf(c: pg.Pool | pg.PoolClient, keyId: string) {
+    const r = await c.query<{ overrides: string }>('SELECT overrides FROM quota_overrides WHERE key_id = $1', [keyId])
+    return mergeQuotas(this.defaults, parseOverrides(r.rows[0]?.overrides))
+  }
+
+  async get(keyId: string) { return this.quotasOf(this.pool, keyId) }
+  async overrides(keyId: string) {
+    return parseOverrides((await this.pool.query<{ overrides: string }>('SELECT overrides FROM quota_overrides WHERE key_id = $1', [keyId])).rows[0]?.overrides)
+  }
+  async set(keyId: string, patch: Partial<KeyQuotas> | null) {
+    if (patch === null) await this.pool.query('DELETE FROM quota_overrides WHERE key_id = $1', [keyId])
+    else {
+      const p = checkPatch(patch)
+      await this.tx(async (c) => {
+        const cur = await c.query<{ overrides: string }>('SELECT overrides FROM quota_overrides WHERE key_id = $1 FOR UPDATE', [keyId])
+        await c.query(`INSERT INTO quota_overrides (key_id, overrides, updated_at) VALUES ($1, $2, $3)
+          ON CONFLICT (key_id) DO UPDATE SET overrides = EXCLUDED.overrides, updated_at = EXCLUDED.updated_at`,
+        [keyId, JSON.stringify({ ...parseOverrides(cur.rows[0]?.overrides), ...p }), Date.now()])
+      })
+    }
+    return this.get(keyId)
+  }
+  async usage(keyId: string, now = Date.now()): Promise<QuotaUsage> { return (await this.usageOf(this.pool, keyId, now, '')).u }
+  async reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number }): Promise<ReserveResult> {
+    const now = o.now ?? Date.now()
+    return this.tx(async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, keyId])
+      const q = await this.quotasOf(c, keyId)
+      const { u, first } = await this.usageOf(c, keyId, now, o.objectKey)
+      const v = verdict(q, u, o.bytes, first)
+      if (v.ok) {
+        await c.query(`INSERT INTO quota_objects (object_key, key_id, size, expires_at, state, created_at) VALUES ($1, $2, $3, $4, 'reserved', $5)
+          ON CONFLICT (object_key) DO UPDATE SET key_id = EXCLUDED.key_id, size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
+          state = 'reserved', created_at = EXCLUDED.created_at`, [o.objectKey, keyId, o.bytes, o.expiresAt, now])
+      }
+      return v
+    })
+  }
+  async commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }): Promise<CommitResult> {
+    const now = o.now ?? Date.now()
+    return this.tx(async (c) => {
+      const row = (await c.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1', [objectKey])).rows[0]
+      if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
+      await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, row.key_id])
+      const q = await this.quotasOf(c, row.key_id)
+      const { u, first } = await this.usageOf(c, row.key_id, now, objectKey)
+      if (q.maxStoredBytes !== null && u.storedBytes + o.size > q.maxStoredBytes) {
+        await c.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey])
+        return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
+      }
+      const r = await c.query("UPDATE quota_objects SET size = $1, expires_at = $2, state = 'stored' WHERE object_key = $3", [o.size, o.expiresAt, objectKey])
+      return r.rowCount === 1 ? { ok: true } : { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
+    })
+  }
+  async release(objectKey: string) { await this.pool.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey]) }
+  async owner(objectKey: string, now = Date.now()) {
+    const r = (await this.pool.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1 AND expires_at > $2', [objectKey, now])).rows[0]
+    return r?.key_id ?? null
+  }
+  async purge(before: number) { return (await this.pool.query('DELETE FROM quota_objects WHERE expires_at <= $1', [before])).rowCount ?? 0 }
+}

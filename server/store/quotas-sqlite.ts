@@ -1,0 +1,104 @@
+/** Per-key quotas on SQLite (see ./quotas.ts): the schema block applied at open, and the queries. Reservations and
+ *  commits run in IMMEDIATE transactions, so parallel uploads of one key (across processes too) are checked one
+ *  after the other. */
+import type Database from 'better-sqlite3'
+import { checkPatch, defaultQuotas, mergeQuotas, parseOverrides, verdict, type CommitResult, type KeyQuotas, type QuotaStore, type QuotaUsage, type ReserveResult } from './quotas.js'
+
+/** Applied at open (idempotent). `quota_objects.state`: reserved (streaming) | stored. */
+export const QUOTAS_SCHEMA_SQLITE = `
+CREATE TABLE IF NOT EXISTS quota_overrides (
+  key_id TEXT PRIMARY KEY,
+  overrides TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS quota_objects (
+  object_key TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS quota_objects_key ON quota_objects(key_id, expires_at);
+CREATE INDEX IF NOT EXISTS jobs_key_status ON jobs(key_id, status);
+`
+
+export class SqliteQuotas implements QuotaStore {
+  /** The defaults (LUCENT_QUOTA_*), read at open; a test or the process may replace them. */
+  defaults: KeyQuotas
+  private s
+  private txReserve: Database.Transaction<(keyId: string, objectKey: string, bytes: number, expiresAt: number, now: number) => ReserveResult>
+  private txCommit: Database.Transaction<(objectKey: string, size: number, expiresAt: number, now: number) => CommitResult>
+
+  constructor(db: Database.Database, defaults: KeyQuotas = defaultQuotas()) {
+    db.exec(QUOTAS_SCHEMA_SQLITE)
+    this.defaults = defaults
+    this.s = {
+      overrides: db.prepare<[string], { overrides: string }>('SELECT overrides FROM quota_overrides WHERE key_id = ?'),
+      putOverrides: db.prepare(`INSERT INTO quota_overrides (key_id, overrides, updated_at) VALUES (?, ?, ?)
+        ON CONFLICT (key_id) DO UPDATE SET overrides = excluded.overrides, updated_at = excluded.updated_at`),
+      dropOverrides: db.prepare('DELETE FROM quota_overrides WHERE key_id = ?'),
+      stored: db.prepare<[string, number, string], { bytes: number | null; files: number; first: number | null }>(`SELECT SUM(size) AS bytes, COUNT(*) AS files,
+        MIN(expires_at) AS first FROM quota_objects WHERE key_id = ? AND expires_at > ? AND object_key <> ?`),
+      jobs: db.prepare<[string], { n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE key_id = ? AND status = 'CONVERTING'"),
+      put: db.prepare(`INSERT INTO quota_objects (object_key, key_id, size, expires_at, state, created_at) VALUES (?, ?, ?, ?, 'reserved', ?)
+        ON CONFLICT (object_key) DO UPDATE SET key_id = excluded.key_id, size = excluded.size, expires_at = excluded.expires_at,
+        state = 'reserved', created_at = excluded.created_at`),
+      row: db.prepare<[string], { key_id: string; expires_at: number }>('SELECT key_id, expires_at FROM quota_objects WHERE object_key = ?'),
+      settle: db.prepare("UPDATE quota_objects SET size = ?, expires_at = ?, state = 'stored' WHERE object_key = ?"),
+      drop: db.prepare('DELETE FROM quota_objects WHERE object_key = ?'),
+      purge: db.prepare('DELETE FROM quota_objects WHERE expires_at <= ?'),
+    }
+    const s = this.s
+    const usageOf = (keyId: string, now: number, except: string) => {
+      const r = s.stored.get(keyId, now, except)!
+      return { u: { storedBytes: r.bytes ?? 0, storedFiles: r.files, jobsInFlight: s.jobs.get(keyId)!.n }, first: r.first }
+    }
+    this.txReserve = db.transaction((keyId, objectKey, bytes, expiresAt, now) => {
+      const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(keyId)?.overrides))
+      const { u, first } = usageOf(keyId, now, objectKey)
+      const v = verdict(q, u, bytes, first)
+      if (v.ok) s.put.run(objectKey, keyId, bytes, expiresAt, now)
+      return v
+    })
+    this.txCommit = db.transaction((objectKey, size, expiresAt, now): CommitResult => {
+      const row = s.row.get(objectKey)
+      if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
+      const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(row.key_id)?.overrides))
+      const { u, first } = usageOf(row.key_id, now, objectKey)
+      if (q.maxStoredBytes !== null && u.storedBytes + size > q.maxStoredBytes) {
+        s.drop.run(objectKey)
+        return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
+      }
+      s.settle.run(size, expiresAt, objectKey)
+      return { ok: true }
+    })
+  }
+
+  async get(keyId: string) { return mergeQuotas(this.defaults, await this.overrides(keyId)) }
+  async overrides(keyId: string) { return parseOverrides(this.s.overrides.get(keyId)?.overrides) }
+  async set(keyId: string, patch: Partial<KeyQuotas> | null) {
+    if (patch === null) this.s.dropOverrides.run(keyId)
+    else {
+      const p = checkPatch(patch)
+      this.s.putOverrides.run(keyId, JSON.stringify({ ...(await this.overrides(keyId)), ...p }), Date.now())
+    }
+    return this.get(keyId)
+  }
+  async usage(keyId: string, now = Date.now()): Promise<QuotaUsage> {
+    const r = this.s.stored.get(keyId, now, '')!
+    return { storedBytes: r.bytes ?? 0, storedFiles: r.files, jobsInFlight: this.s.jobs.get(keyId)!.n }
+  }
+  async reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number }) {
+    return this.txReserve.immediate(keyId, o.objectKey, o.bytes, o.expiresAt, o.now ?? Date.now())
+  }
+  async commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }) {
+    return this.txCommit.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now())
+  }
+  async release(objectKey: string) { this.s.drop.run(objectKey) }
+  async owner(objectKey: string, now = Date.now()) {
+    const r = this.s.row.get(objectKey)
+    return r && r.expires_at > now ? r.key_id : null
+  }
+  async purge(before: number) { return this.s.purge.run(before).changes }
+}
