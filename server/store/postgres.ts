@@ -13,6 +13,8 @@ import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
 import { OWN_MODELS_MIGRATION_PG, PgOwnModels } from './own-models.js'
 import { PgQuotas, QUOTAS_MIGRATION_PG } from './quotas-postgres.js'
+import { AUDIT_MIGRATION_PG } from './audit.js'
+import { PgAudit } from './audit-postgres.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
 /** Ordered migrations; index + 1 = schema version. Never edit a released entry: append. */
@@ -109,6 +111,8 @@ const MIGRATIONS: string[] = [
   OWN_MODELS_MIGRATION_PG,
   // --- per-key quotas: overrides and stored objects (./quotas-postgres.ts) ---
   QUOTAS_MIGRATION_PG,
+  // --- admin: the audit trail of every change to a key (./audit.ts) ---
+  AUDIT_MIGRATION_PG,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
@@ -133,6 +137,15 @@ const toJob = (r: JobRow): Job => ({
   errorMessage: r.error_message, attempts: r.attempts, createdAt: r.created_at, updatedAt: r.updated_at, completedAt: r.completed_at,
 })
 
+/** A new key and its 'grant' ledger row, on the caller's transaction (createKey; the admin's, ./audit-postgres.ts). */
+async function insertKey(c: pg.PoolClient, k: Parameters<Store['createKey']>[0]): Promise<ApiKey> {
+  const now = Date.now()
+  const r = await c.query<KeyRow>(`INSERT INTO keys (id, hash, coins, trial_total, trial_left, expires_at, rate, created_at)
+    VALUES ($1, $2, $3, $4, $4, $5, $6, $7) RETURNING *`, [k.id, k.hash, k.coins, k.trial, k.expiresAt, k.rate, now])
+  await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, NULL, $2, $3, $3, $4)', [k.id, 'grant', k.coins, now])
+  return toKey(r.rows[0])
+}
+
 // BIGINT (int8) columns hold ms timestamps and coin amounts: well inside 2^53, parse them as numbers.
 // Per-pool type parsers: the process-wide pg.types stay untouched.
 const INT8 = 20
@@ -155,6 +168,7 @@ export class PgStore implements Store {
   readonly webhooks: PgWebhooks
   readonly ownModels: PgOwnModels
   readonly quotas: PgQuotas
+  readonly audit: PgAudit
   private closed = false
 
   private constructor(url: string, o: PgStoreOptions) {
@@ -164,6 +178,7 @@ export class PgStore implements Store {
     this.webhooks = new PgWebhooks(this.pool)
     this.ownModels = new PgOwnModels(this.pool)
     this.quotas = new PgQuotas(this.pool)
+    this.audit = new PgAudit(this.pool, { toKey: (r) => toKey(r as KeyRow), toLedger: (r) => toLedger(r as LedgerRow), insertKey })
   }
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */
@@ -226,13 +241,7 @@ export class PgStore implements Store {
   get open(): boolean { return !this.closed }
 
   async createKey(k: Parameters<Store['createKey']>[0]): Promise<ApiKey> {
-    return this.tx(async (c) => {
-      const now = Date.now()
-      const r = await c.query<KeyRow>(`INSERT INTO keys (id, hash, coins, trial_total, trial_left, expires_at, rate, created_at)
-        VALUES ($1, $2, $3, $4, $4, $5, $6, $7) RETURNING *`, [k.id, k.hash, k.coins, k.trial, k.expiresAt, k.rate, now])
-      await c.query('INSERT INTO ledger (key_id, job_id, kind, delta, balance_after, at) VALUES ($1, NULL, $2, $3, $3, $4)', [k.id, 'grant', k.coins, now])
-      return toKey(r.rows[0])
-    })
+    return this.tx((c) => insertKey(c, k))
   }
 
   async keyByHash(hash: string): Promise<ApiKey | null> {

@@ -5,6 +5,8 @@ import path from 'node:path'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
 import { OWN_MODELS_SCHEMA_SQLITE, SqliteOwnModels } from './own-models.js'
+import { AUDIT_SCHEMA_SQLITE } from './audit.js'
+import { SqliteAudit } from './audit-sqlite.js'
 import { SqliteQuotas } from './quotas-sqlite.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
@@ -120,6 +122,7 @@ export class SqliteStore implements Store {
   readonly db: Database.Database
   readonly webhooks: SqliteWebhooks
   readonly ownModels: SqliteOwnModels
+  readonly audit: SqliteAudit
   readonly quotas: SqliteQuotas
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
@@ -212,6 +215,9 @@ export class SqliteStore implements Store {
       s.insLedger.run(k.id, null, 'grant', k.coins, k.coins, now)
       return toKey(s.keyById.get(k.id)!)
     })
+    // --- admin: every change to a key with its audit row (./audit-sqlite.ts); creates keys through txCreateKey ---
+    this.db.exec(AUDIT_SCHEMA_SQLITE)
+    this.audit = new SqliteAudit(this.db, { toKey: (r) => toKey(r as KeyRow), toLedger: (r) => toLedger(r as LedgerRow), insertKey: (k) => this.txCreateKey(k) })
     this.txTopup = db.transaction((id: string, coins: number) => {
       if (!s.keyById.get(id)) return null
       s.addCoins.run(coins, id)

@@ -2,6 +2,7 @@
  *  written only through the job lifecycle (server/jobs/lifecycle.ts), which tells its subscribers. */
 import type { WebhookStore } from './webhooks.js'
 import type { OwnModelStore } from './own-models.js'
+import type { AuditStore } from './audit.js'
 import type { QuotaStore } from './quotas.js'
 import type { EndCause } from '../jobs/refund.js'
 
@@ -54,11 +55,12 @@ export interface LedgerEntry {
   id: number
   keyId: string
   jobId: string | null
-  kind: 'grant' | 'topup' | 'debit' | 'refund' | 'trial' | 'trial_refund'
+  /** 'adjust': an operator's correction (admin API / `lucent keys adjust`), signed, with its reason. */
+  kind: 'grant' | 'topup' | 'adjust' | 'debit' | 'refund' | 'trial' | 'trial_refund'
   delta: number
   balanceAfter: number
   at: number
-  /** Why a refund was given (server/jobs/refund.ts); null for other rows. */
+  /** Why a refund was given (server/jobs/refund.ts), or an operator's reason for a topup / adjust; null for other rows. */
   reason: string | null
 }
 
@@ -151,6 +153,8 @@ export interface Store {
   readonly webhooks: WebhookStore
   /** The operator's own networks (bring your own model, ./own-models.ts). */
   readonly ownModels: OwnModelStore
+  /** The admin's changes to keys, each with its audit row (./audit.ts; used through server/admin/keys.ts). */
+  readonly audit: AuditStore
   /** Per-key quotas: stored bytes / files, jobs in flight (./quotas.ts). */
   readonly quotas: QuotaStore
   /** The key's newest `limit` ledger rows, newest first. */
