@@ -48,6 +48,8 @@ export const ERRORS = {
   110400010: { status: 400, message: 'The target resolution is over limit' },
   110400011: { status: 400, message: 'The video duration is over limit' },
   110400014: { status: 400, message: 'The task was canceled' },
+  // the work meter (extension; server/jobs/budget.ts)
+  110400015: { status: 400, message: 'The job exceeded the work its price covers' },
   // webhooks (extension; server/webhooks/)
   110400020: { status: 400, message: 'The callback URL is not valid' },
   110400021: { status: 400, message: 'The callback URL points at a private address' },

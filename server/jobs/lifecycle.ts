@@ -47,6 +47,7 @@ import type { Queue } from '../queue/types.js'
 import type { DebitResult, JobKind, NewJob, Store } from '../store/types.js'
 import { decodeJob, type JobSpec, type TypedJob } from './params.js'
 import { remainingMs, type EtaModel } from './eta.js'
+import { timeoutCause } from './refund.js'
 
 export interface JobRef { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }
 /** A run of this process: its attempt number (1 = first) and how long it ran. */
@@ -393,7 +394,10 @@ export class JobLifecycle {
 
   /** @internal */
   async runFail(run: ActiveRun, info: RunInfo, errorCode: ErrorCode, message: string): Promise<boolean> {
-    const ok = await this.write(run.job.id, () => this.d.store.failJob(run.job.id, errorCode, message))
+    // the job timeout is the input's fault unless the box ran the job slowly (server/jobs/refund.ts)
+    const timedOut = errorCode === 100500007 && run.signal.reason instanceof RunAborted && run.signal.reason.why === 'timeout'
+    const cause = timedOut ? timeoutCause({ progress: run.writtenProgress, elapsedMs: info.ms, expectedMs: run.expectedMs }) : 'failed'
+    const ok = await this.write(run.job.id, () => this.d.store.failJob(run.job.id, errorCode, message, cause))
     if (ok) {
       this.d.log.warn({ job: run.job.id, code: errorCode, msg: message }, 'job failed')
       this.emit('failed', { job: ref(run.job), errorCode, message, run: info })
