@@ -21,6 +21,8 @@ export interface VideoSettings {
   preset: string
   batchMb: number
   tmpDir: string
+  /** Most ms a packet listing (the frame count of server/video/plan.ts) may take. */
+  probeTimeoutMs: number
 }
 
 /** Webhook delivery (server/webhooks/). Private callback addresses are refused unless in LUCENT_FETCH_ALLOW. */
@@ -127,6 +129,7 @@ export function videoSettings(env: NodeJS.ProcessEnv = process.env): VideoSettin
     preset: str(env, 'LUCENT_VIDEO_PRESET'),
     batchMb: num(env, 'LUCENT_VIDEO_BATCH_MB'),
     tmpDir: str(env, 'LUCENT_VIDEO_TMP'),
+    probeTimeoutMs: num(env, 'LUCENT_VIDEO_PROBE_TIMEOUT_MS'),
   }
 }
 

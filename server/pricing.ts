@@ -18,7 +18,7 @@ import fs from 'node:fs'
 import { PhotoPriceClass, type PhotoModel, type VideoPriceClass } from './catalog.js'
 import { familyOf } from './jobs/output-size.js'
 import {
-  photoCoins, photoJobCoins, videoCoins, videoJobCoins, type PhotoPriceTable, type VideoPriceTable,
+  photoCoins, photoJobCoins, videoCoins, videoJobCoins, videoNetworkSize, type PhotoPriceTable, type VideoPriceTable,
 } from './price-rules.js'
 
 type Tiers = Array<[number | null, number]>
@@ -98,13 +98,22 @@ export function photoJobPrice(
 
 /**
  * A video job's price (server/price-rules.ts videoJobCoins): per output second, by the tier of `resolution`, or of
- * the network's own output when `resolution` shrinks the input.
+ * the network's own output when `resolution` shrinks the input; `netFrames` (frames through the model's network)
+ * at least the per-frame floor. The video plan (server/video/plan.ts) is the one caller that charges.
  */
 export function videoJobPrice(
   prices: Prices, model: { scale: number; priceClass: VideoPriceClass }, input: { width: number; height: number },
-  resolution: readonly [number, number], fps: number, seconds: number, interpolated = false,
+  resolution: readonly [number, number], fps: number, seconds: number, interpolated = false, netFrames = 0,
 ): number {
-  return videoJobCoins(videoTable(prices, model.priceClass), model.scale, input, resolution, fps, seconds, interpolated)
+  return videoJobCoins(videoTable(prices, model.priceClass), model.scale, input, resolution, fps, seconds, interpolated, netFrames)
+}
+
+/** The network's input / output size per frame the price covers (server/price-rules.ts videoNetworkSize). */
+export function videoNetwork(
+  prices: Prices, model: { scale: number; priceClass: VideoPriceClass; limits: { maxOutMP: number } }, input: { width: number; height: number },
+  resolution: readonly [number, number],
+): ReturnType<typeof videoNetworkSize> {
+  return videoNetworkSize(videoTable(prices, model.priceClass), model.scale, input, resolution, model.limits.maxOutMP)
 }
 
 /** Coins for `seconds` of output at `fps` (`interpolated`: the frames are made by interpolation, which

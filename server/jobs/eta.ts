@@ -8,7 +8,9 @@
  * cost of a model grows with it; the model's scale is fixed per model, so per-model figures absorb it). A
  * video's frames are its frame count only where that agrees with what was priced (declared duration x rate,
  * within `FRAMES_AGREE`); else the priced count: a crafted nb_frames (10^6 in a 1 s file, or 1) would
- * otherwise move everyone's figure by orders of magnitude (issue 22).
+ * otherwise move everyone's figure by orders of magnitude (issue 22). A job with a video plan (server/video/plan.ts)
+ * reads it: the frames through the model's network (interpolation's frames for an interpolation model) x the
+ * network's input megapixels (the plan's pre-scaled size).
  *
  * While a job runs, the process that runs it writes the expected finish (`jobs.eta_at`, ms epoch) at the start
  * and with every progress write (server/jobs/lifecycle.ts); task-status answers `ceil((eta_at - now) / 1 s)`.
@@ -35,6 +37,11 @@ export function workUnits(job: TypedJob): number | null {
   if (!(width > 0 && height > 0)) return null
   const mp = (width * height) / 1e6
   if (job.kind === 'photo') return mp
+  const plan = job.params.plan
+  if (plan) {
+    const n = plan.srFrames > 0 ? plan.srFrames : plan.rifeFrames || plan.frames
+    return n > 0 ? (n * plan.netIn.width * plan.netIn.height) / 1e6 : null
+  }
   const { frames, duration, fps } = job.params.input
   const priced = Math.round(duration * fps)
   const n = frames > 0 && (!(priced > 0) || Math.abs(frames - priced) <= priced * FRAMES_AGREE + 2) ? frames : priced

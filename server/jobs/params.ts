@@ -41,6 +41,20 @@ export const VideoParams = Type.Object({
   interp: Type.Optional(Type.Object({
     fps: Type.String(), slowmo: Type.Integer({ minimum: 1 }), order: Type.Union([Type.Literal('before'), Type.Literal('after')]),
   })),
+  /** The video plan (server/video/plan.ts VideoPlan): what the file holds, what each network does, the work and the
+   *  price; absent on a job stored before plans (the worker makes one from the file). */
+  plan: Type.Optional(Type.Object({
+    stream: Type.Integer({ minimum: 0 }),
+    demuxer: Type.Union([Type.String(), Type.Null()]),
+    frames: Type.Integer({ minimum: 1 }),
+    netIn: Size, netOut: Size,
+    srFrames: Type.Integer({ minimum: 0 }),
+    rifeFrames: Type.Integer({ minimum: 0 }),
+    rifeSize: Size,
+    outFrames: Type.Integer({ minimum: 0 }),
+    work: Type.Number({ minimum: 0 }),
+    price: Type.Object({ tier: Type.String(), seconds: Type.Number(), fps: Type.Number(), interpolated: Type.Boolean(), coins: Type.Integer() }),
+  })),
 })
 export type VideoParams = Static<typeof VideoParams>
 

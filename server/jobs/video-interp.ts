@@ -10,8 +10,14 @@
  * frame; the schedule itself stops at the priced count), so positions go to interpolateFrames, and repeats
  * are copied, at most `maxFrames` at a time, handed on piece by piece (`ProcessedFrames.more`): memory holds
  * a few pieces, never one buffer of every in-between frame. A batch whose positions fit one piece makes
- * exactly the call it made before (the whole window). Once the schedule is done, later batches are skipped
- * (no SR for frames no output frame shows).
+ * Once the schedule is done, later batches are skipped.
+ *
+ * Super-resolution only where the output needs it (issue 29): with SR after interpolation's order (1x / 2x
+ * models), only the source frames some output frame lies on or between go through SR (each once: the highest
+ * one enhanced is kept for the next piece / batch / the flush); interpolation gets those frames, compacted
+ * (a pair of neighbours stays a pair, so every position keeps its t). A packet flood (1,000 frames in half a
+ * second, `fps: 8`) sends a handful of frames through SR, not 1,000. server/video/plan.ts `scheduleDemand`
+ * counts the same frames for the price and the work budget.
  */
 import type { FrameProcessor, ProcessedFrames } from '../video/transcode.js'
 import type { FrameSchedule, InterpPlan } from '../video/interp.js'
@@ -38,16 +44,19 @@ export interface InterpProcessor {
 
 export function interpProcessor(schedule: FrameSchedule, order: InterpPlan['order'], steps: InterpSteps, opts: InterpOptions = {}): InterpProcessor {
   const max = Math.max(1, Math.floor(opts.maxFrames ?? 16))
+  /** Frames per enhance call (SR of source frames): half a piece. */
+  const srBatch = Math.max(1, Math.ceil(max / 2))
   let decoded = 0
   let cuts = 0
-  /** The previous batch's last frame, in the space interpolation runs in. */
-  let carry: { data: Buffer; width: number; height: number } | null = null
-  /** Last frame after every step (the output's size): what `flush` repeats. */
-  let lastOut: { data: Buffer; width: number; height: number } | null = null
+  /** The source frames the current batch made available: [base, base + n), the previous batch's last one first. */
+  let raw: { data: Buffer; base: number; n: number; width: number; height: number } | null = null
+  /** SR after: the highest source frame enhanced so far (positions only move forward: the one reused). */
+  let srLast: { index: number; data: Buffer; width: number; height: number } | null = null
   /** Size of the frames handed on so far (what a batch with no output frame reports). */
   let outSize: { width: number; height: number } | null = null
 
   const frameOf = (b: Buffer, w: number, h: number, i: number) => Buffer.from(b.subarray(i * w * h * 3, (i + 1) * w * h * 3))
+  const rawFrame = (i: number) => frameOf(raw!.data, raw!.width, raw!.height, i - raw!.base)
   const repeat = (f: Buffer, n: number) => Buffer.concat(Array.from({ length: n }, () => f))
   const none = (w: number, h: number): ProcessedFrames => ({ data: Buffer.alloc(0), ...(outSize ?? { width: w, height: h }), count: 0 })
   const handed = (p: ProcessedFrames): ProcessedFrames => {
@@ -55,31 +64,43 @@ export function interpProcessor(schedule: FrameSchedule, order: InterpPlan['orde
     return p
   }
 
-  /** The frames of one batch (with the carried frame) in the space interpolation runs in. */
-  interface Window { data: Buffer; n: number; base: number; width: number; height: number }
+  /** The enhanced source frames `idx` (ascending, distinct), each enhanced at most once. */
+  const enhanced = async (idx: number[]): Promise<{ frames: Buffer[]; width: number; height: number }> => {
+    const out: Buffer[] = []
+    let size = srLast ? { width: srLast.width, height: srLast.height } : null
+    const todo = idx.filter((i) => !(srLast && i === srLast.index))
+    const done = new Map<number, Buffer>()
+    for (let k = 0; k < todo.length; k += srBatch) {
+      const part = todo.slice(k, k + srBatch)
+      const sr = await steps.enhance!(Buffer.concat(part.map(rawFrame)), raw!.width, raw!.height, part.length)
+      size = { width: sr.width, height: sr.height }
+      part.forEach((i, j) => done.set(i, frameOf(sr.data, sr.width, sr.height, j)))
+    }
+    for (const i of idx) out.push(srLast && i === srLast.index ? srLast.data : done.get(i)!)
+    const top = idx[idx.length - 1]
+    srLast = { index: top, data: out[out.length - 1], ...size! }
+    return { frames: out, ...size! }
+  }
 
-  /** The next piece of a window's output: at most `max` positions; null when the window has no more. */
-  const piece = async (win: Window, first: boolean): Promise<ProcessedFrames | null> => {
-    const ps = schedule.take(decoded, max).map((p) => p - win.base)
+  /** The next piece of output: at most `max` positions; null when the frames decoded so far make no more. */
+  const piece = async (): Promise<ProcessedFrames | null> => {
+    const ps = schedule.take(decoded, max)
     if (ps.length === 0) return null
     const more = schedule.ready(decoded)
-    const { width: W, height: H } = win
-    let frames = win.data
-    let count = win.n
-    let positions = ps
-    if (!first || more) {
-      // One of several pieces: only the frames these positions lie between (the window stays whole for the
-      // next piece; what is given to the engine is transferred). Integer shifts keep every t exact.
-      const fb = W * H * 3
-      const lo = Math.floor(ps[0])
-      const hi = Math.min(win.n - 1, Math.ceil(ps[ps.length - 1]))
-      frames = Buffer.from(win.data.subarray(lo * fb, (hi + 1) * fb))
-      count = hi - lo + 1
-      positions = ps.map((p) => p - lo)
+    // the source frames these positions lie on or between, compacted: p -> (its left frame's place) + t
+    const idx: number[] = []
+    for (const p of ps) {
+      for (const i of [Math.floor(p), Math.ceil(p)]) if (idx[idx.length - 1] !== i) idx.push(i)
     }
-    const made = await steps.interpolate(frames, W, H, count, positions)
+    const place = new Map(idx.map((i, k) => [i, k]))
+    const local = ps.map((p) => place.get(Math.floor(p))! + (p - Math.floor(p)))
+    let space: { frames: Buffer[]; width: number; height: number }
+    if (order === 'after' && steps.enhance) space = await enhanced(idx)
+    else space = { frames: idx.map(rawFrame), width: raw!.width, height: raw!.height }
+    const { width: W, height: H } = space
+    const made = await steps.interpolate(Buffer.concat(space.frames), W, H, idx.length, local)
     cuts += made.cuts.length
-    const next = more ? { more: () => piece(win, false) } : {}
+    const next = more ? { more: () => piece() } : {}
     if (order === 'after' || !steps.enhance) return handed({ data: made.data, width: W, height: H, count: ps.length, ...next })
     const out = await steps.enhance(made.data, W, H, ps.length)
     return handed({ ...out, count: ps.length, ...next })
@@ -91,32 +112,29 @@ export function interpProcessor(schedule: FrameSchedule, order: InterpPlan['orde
       decoded += count
       return none(w, h)
     }
-    let space = { data: frames, width: w, height: h }
-    if (order === 'after' && steps.enhance) {
-      const sr = await steps.enhance(frames, w, h, count)
-      space = { data: sr.data, width: sr.width, height: sr.height }
-    }
-    const { width: W, height: H } = space
-    const base = decoded - (carry ? 1 : 0)
+    const carry = raw && raw.base + raw.n === decoded ? rawFrame(decoded - 1) : null
+    raw = carry
+      ? { data: Buffer.concat([carry, frames]), base: decoded - 1, n: count + 1, width: w, height: h }
+      : { data: frames, base: decoded, n: count, width: w, height: h }
     decoded += count
-    const window = carry ? Buffer.concat([carry.data, space.data]) : space.data
-    const n = count + (carry ? 1 : 0)
-    carry = { data: frameOf(space.data, W, H, count - 1), width: W, height: H }
-    if (order === 'after' || !steps.enhance) lastOut = carry
-    return (await piece({ data: window, n, base, width: W, height: H }, true)) ?? none(W, H)
+    return (await piece()) ?? none(w, h)
   }
 
   const flush = async (): Promise<ProcessedFrames | null> => {
-    if (!carry) return null
+    if (!raw) return null
     const rest = schedule.finish(decoded, max).length
     if (rest === 0) return null
-    // The last source frame, repeated: enhanced once (before-order) and copied, `max` at a time.
-    if (!lastOut && steps.enhance) {
-      const c: { data: Buffer; width: number; height: number } = carry
-      const sr = await steps.enhance(Buffer.from(c.data), c.width, c.height, 1)
-      lastOut = { data: sr.data, width: sr.width, height: sr.height }
+    // The last source frame, repeated: through SR once (unless it was the last one enhanced) and copied, `max` at a time.
+    let last: { data: Buffer; width: number; height: number }
+    const lastIndex = decoded - 1
+    if (!steps.enhance) last = { data: rawFrame(lastIndex), width: raw.width, height: raw.height }
+    else if (order === 'after') {
+      const e = await enhanced([lastIndex])
+      last = { data: e.frames[0], width: e.width, height: e.height }
+    } else {
+      const sr = await steps.enhance(rawFrame(lastIndex), raw.width, raw.height, 1)
+      last = { data: sr.data, width: sr.width, height: sr.height }
     }
-    const last = lastOut ?? carry
     const repeats = (k: number): ProcessedFrames => ({
       data: repeat(last.data, k), width: last.width, height: last.height, count: k,
       ...(schedule.done ? {} : {

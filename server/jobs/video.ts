@@ -14,6 +14,12 @@
  * rate, its frames placed by the source frames' own times (VFR included); batches go through the model and
  * the engine's interpolateFrames (./video-interp.ts); slow motion drops audio and subtitles.
  *
+ * The video plan (server/video/plan.ts, `params.plan`, made at submission): the worker decodes the planned
+ * stream as the planned container, at the planned network size, and meters its work against the plan
+ * (server/video/meter.ts): a job that would do more fails with BUDGET_CODE (110400015 "The job exceeded the work
+ * its price covers" where server/errors.ts has it, else 110400008). A job stored before plans existed gets one
+ * from the file here (the same counts, no pre-scale: it was priced the old way).
+ *
  * Settings (server/config.ts `video`): ffmpeg / ffprobe / mkvmerge, CRF, preset, batch size, temp dir.
  */
 import fs from 'node:fs'
@@ -23,7 +29,7 @@ import { pipeline } from 'node:stream/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import type { VideoSettings } from '../config.js'
 import type { EnginePool } from '../engine/pool.js'
-import { engineErrorCode } from '../errors.js'
+import { ERRORS, engineErrorCode, type ErrorCode } from '../errors.js'
 import { VIDEO_MODELS } from '../catalog.js'
 import { contentTypeFor } from '../media/formats.js'
 import type { MediaStorage } from '../storage/types.js'
@@ -31,7 +37,8 @@ import { probeVideo, ProbeError } from '../video/probe.js'
 import { TranscodeError } from '../video/transcode.js'
 import { missingVideoTools } from '../video/tools.js'
 import { pricedFrames } from '../video/interp.js'
-import { runVideoJob, type FrameEngine } from '../video/job.js'
+import { runVideoJob, displaySize, type FrameEngine } from '../video/job.js'
+import { readVideo, shape, PlanError, type VideoPlan } from '../video/plan.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
 import { deliveryFor, type OutputPutter } from './output-put.js'
@@ -47,6 +54,20 @@ export interface VideoRunnerDeps {
   outputPut?: OutputPutter
   /** The operator's own models (bring your own model); absent: catalog models only. */
   ownModels?: Pick<OwnModels, 'network' | 'video'>
+}
+
+/** A job that would do more work than its plan priced fails with this code (the work meter, issue 29). */
+export const BUDGET_CODE: ErrorCode = (Object.hasOwn(ERRORS, 110400015) ? 110400015 : 110400008) as ErrorCode
+
+/** Whether the engine's per-call `budget` exists (the addon's types say so): else it is not passed. */
+let engineBudget: boolean | null = null
+async function engineHasBudget(): Promise<boolean> {
+  if (engineBudget === null) {
+    const fsd = await import('node:fs/promises')
+    const url = new URL('../../native/node/index.d.ts', import.meta.url)
+    engineBudget = await fsd.readFile(url, 'utf8').then((t) => /\bbudget\?:\s*number/.test(t)).catch(() => false)
+  }
+  return engineBudget
 }
 
 /** Frames per engine call (server/video/job.ts, the one video job of the server and `lucent enhance`). */
@@ -78,22 +99,41 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
       await pipeline(obj.stream, fs.createWriteStream(inCopy))
       inFile = inCopy
     }
+    const plan = job.params.interp ?? null
+    let vp: Omit<VideoPlan, 'price'> | null = job.params.plan ?? null
     let pr
     try {
-      pr = await probeVideo(inFile, tools.ffprobe)
+      pr = await probeVideo(inFile, tools.ffprobe, undefined, { demuxer: vp ? vp.demuxer : null })
     } catch (e) {
       if (e instanceof ProbeError && e.reason === 'missing_ffprobe') return void await run.fail(100500005, e.message)
       return void await run.fail(engineErrorCode('decode_failed'), `cannot read the video: ${(e as Error).message}`)
     }
-    const plan = job.params.interp ?? null
+    if (!vp) {
+      // stored before plans: the file's own counts, the network at input x scale (as it was priced)
+      try {
+        const facts = await readVideo(inFile, { ffprobe: tools.ffprobe, sniffed: job.params.input.format, listingTimeoutMs: tools.probeTimeoutMs })
+        const up = displaySize(facts.probe)
+        vp = shape(facts, model, { input: up, output: { width: up.width * model.scale, height: up.height * model.scale } }, plan, job.params.input.duration)
+      } catch (e) {
+        if (e instanceof PlanError) return void await run.fail(e.code, e.detail)
+        throw e
+      }
+    }
+    const budget = await engineHasBudget()
+    const strip = <T extends { budget?: number }>(o: T): T => {
+      if (budget) return o
+      const { budget: _b, ...rest } = o
+      return rest as T
+    }
     const engine: FrameEngine = {
-      enhanceFrames: async (frames, o) => {
+      enhanceFrames: async (frames, o0) => {
+        const o = strip(o0)
         const out = await d.pool.enhanceFrames(frames, own.network ? { ...o, network: own.network } : o, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height, faceState: out.faceState }
       },
       interpolateFrames: async (frames, o) => {
-        const out = await d.pool.interpolateFrames(frames, o, { signal: run.signal })
+        const out = await d.pool.interpolateFrames(frames, strip(o), { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), cuts: out.cuts }
       },
@@ -104,6 +144,7 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
       // frame count of a crafted file may claim far more)
       declaredDuration: job.params.input.duration,
       maxFrames: plan ? pricedFrames(job.params.input.duration, plan) : 0,
+      videoPlan: vp,
       tools, engine, signal: run.signal,
       onProgress: (done, total) => void run.progress((done / total) * 100),
       onVfrLost: () => d.log.warn({ job: job.id }, 'variable-frame-rate input but mkvmerge is missing: output at the average constant rate'),
@@ -118,11 +159,12 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     const completed = await run.complete(key, deliver)
     keepOut = completed && !!deliver   // the delivery removes it when it is over
     if (completed) {
-      d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored, ...(r.interp ?? {}) }, 'video job completed')
+      d.log.info({ job: job.id, frames: r.frames, width: target[0], height: target[1], vfr: r.vfrRestored, work: r.work, planned: vp.work, ...(r.interp ?? {}) }, 'video job completed')
     }
   } catch (e) {
     if (run.signal.aborted) return settleAborted(run)
     if (!(e instanceof TranscodeError)) return void await run.fail(100500000, String((e as Error)?.message ?? e))
+    if (e.reason === 'engine' && e.engineCode === 'budget_exceeded') return void await run.fail(BUDGET_CODE, e.message)
     if (e.reason === 'engine') return void await run.fail(engineErrorCode(e.engineCode), e.message)
     if (e.reason === 'decode') return void await run.fail(engineErrorCode('decode_failed'), e.message)
     return void await run.fail(engineErrorCode('encode_failed'), e.message)

@@ -6,12 +6,12 @@ import fsp from 'node:fs/promises'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError, CANCELED_CODE, QUEUE_FULL_CODE } from '../errors.js'
 import { PHOTO_INPUT_FORMATS, contentTypeFor, normExt, photoFormat, videoOutputExtensions } from '../media/formats.js'
-import { photoJobPrice, videoJobPrice } from '../pricing.js'
+import { photoJobPrice } from '../pricing.js'
 import { sniff } from '../media/sniff.js'
-import { probeVideo, probeTimestamps, ProbeError } from '../video/probe.js'
 import { missingVideoTools } from '../video/tools.js'
-import { decideInterp, slowmoError, timingError, packetBound, framesSeconds } from '../video/interp.js'
-import { displaySize, videoInputError } from '../video/job.js'
+import { slowmoError } from '../video/interp.js'
+import { displaySize } from '../video/job.js'
+import { planVideo, readVideo, PlanError } from '../video/plan.js'
 import { loadBytes, loadToFile, readHead } from '../input.js'
 import { ok, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
@@ -191,44 +191,19 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
         // Fetched but not a video ffmpeg can decode (a photo, text, garbage) -> 110400007.
         const sn = sniff(await readHead(input.file))
         if (sn && sn.kind === 'image' && sn.format !== 'gif') throw new ApiError(110400007)
-        let pr
+        // THE video plan (server/video/plan.ts): the stream decoded, its frames counted (fail closed), the network's
+        // sizes within the priced tier, the frames through each network, the price; refusals before any debit.
+        let vplan
         try {
-          pr = await probeVideo(input.file, l.config.video.ffprobe)
+          const facts = await readVideo(input.file, { ffprobe: l.config.video.ffprobe, sniffed: sn?.format ?? null, listingTimeoutMs: l.config.video.probeTimeoutMs })
+          vplan = { ...planVideo(facts, { model, resolution: keepSize.has(req) ? null : [w, h], body: b, ext, prices: l.prices }), pr: facts.probe }
         } catch (e) {
-          if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new ApiError(100500005, { detail: e.message })
-          throw new ApiError(110400007)
+          if (e instanceof PlanError) throw new ApiError(e.code, { detail: e.detail, hint: e.detail })
+          throw e
         }
-        const unfit = videoInputError(pr, model)
-        if (unfit) throw new ApiError(unfit.code)
-        const upright = displaySize(pr)
-        if (keepSize.has(req)) {
-          ;[w, h] = [upright.width, upright.height]
-          if (w * h > model.limits.maxOutMP * 1e6) throw new ApiError(110400010)
-        }
-        // fps / slowmo (server/video/interp.ts): null plan = the old path, old price.
-        const ip = decideInterp(b, {
-          model: model.name, scale: model.scale, fps: pr.fps, fpsRational: pr.fpsRational, duration: pr.duration, ext,
-          maxSeconds: model.limits.maxSeconds,
-        })
-        if (!ip.ok) throw new ApiError(ip.code, { detail: ip.detail, hint: ip.detail })
-        // Interpolation places frames by the packets' times, the price uses the declared duration: a file whose
-        // timestamps run past it (a gap, a last packet lasting an hour) is refused before any debit (issue 22).
-        // Without interpolation every packet is one frame through the networks: a file with more packets than its
-        // declared duration holds (a packet flood under a short duration) is priced by its frames, and refused past
-        // the packet bound, before any debit (issue 22).
-        const ts = await probeTimestamps(input.file, l.config.video.ffprobe, 60_000, packetBound(pr.duration, pr.fps)).catch((e: Error) => e)
-        if (ip.plan) {
-          const bad = ts instanceof Error ? `cannot read the video's packet timestamps: ${ts.message}` : timingError(ts, pr)
-          if (bad) throw new ApiError(110400008, { detail: bad, hint: bad })
-        } else if (!(ts instanceof Error) && ts.truncated) {
-          const bad = timingError(ts, pr)!
-          throw new ApiError(110400008, { detail: bad, hint: bad })
-        }
-        const seconds = ts instanceof Error || ip.plan ? pr.duration : framesSeconds(ts.pts.length, pr)
-        // priced by `resolution` (compat.md); one smaller than the input is priced at the network's own output
-        const coins = ip.plan
-          ? videoJobPrice(l.prices, model, upright, [w, h], ip.outFps, ip.outSeconds, true)
-          : videoJobPrice(l.prices, model, upright, [w, h], pr.fps, seconds)
+        const { plan, interp, pr } = vplan
+        if (keepSize.has(req)) [w, h] = [displaySize(pr).width, displaySize(pr).height]
+        const coins = plan.price.coins
         const id = newJobId()
         const format = sn?.format ?? pr.format.split(',')[0]
         const originalKey = `o/${id}.${format}`
@@ -239,7 +214,9 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
             ext, resolution: [w, h],
             input: { format, width: pr.width, height: pr.height, rotation: pr.rotation, fps: pr.fps, duration: pr.duration, frames: pr.frames, codec: pr.codec },
             ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
-            ...(ip.plan ? { interp: ip.plan } : {}),
+            ...(interp ? { interp } : {}),
+            ...ownPin(model),
+            plan,
           },
         }, commit, hook)
       } finally {

@@ -2,13 +2,21 @@
  * Video probing with ffprobe (LUCENT_FFPROBE or `ffprobe` on PATH).
  *
  * probeVideo(): container + first video stream facts needed at submission (duration, fps, coded size,
- * display rotation, frame count estimate, audio / subtitle presence).
- * probeTimestamps(): the presentation timestamps of every video packet (no decoding), to detect
- * variable frame rate and restore the original timing after the constant-rate raw-pipe encode.
+ * display rotation, frame count estimate, audio / subtitle presence), and the stream's index: the one stream
+ * the decoder maps (`-map 0:<index>`; attached pictures / cover art are never chosen).
+ * probeTimestamps(): every packet of that stream (no decoding), counted (with or without a timestamp), and the
+ * presentation timestamps, to detect variable frame rate and restore the original timing after the
+ * constant-rate raw-pipe encode.
+ *
+ * Every ffprobe / ffmpeg that opens an input gets `inputArgs` (server/video/plan.ts demuxerFor): the sniffed
+ * container as `-f` where it maps cleanly (else a whitelist of plain containers) and `-protocol_whitelist
+ * file,pipe`, so no input (an HLS or concat playlist) can make them open another file or the network.
  */
 import { execFile, spawn } from 'node:child_process'
 
 export interface VideoProbe {
+  /** Index (in the file's stream list) of the video stream probed: the one decoded and priced. */
+  index: number
   duration: number // seconds (container, else stream)
   width: number // coded width (before rotation)
   height: number
@@ -58,6 +66,18 @@ function rotationOf(v: Record<string, unknown>): number {
   return tag ? normRotation(-Number(tag) || 0) : 0
 }
 
+/** How ffmpeg / ffprobe open an input: `demuxer` (ffmpeg's name, e.g. 'mov', 'matroska') forces the container;
+ *  null: any of the plain containers in SAFE_DEMUXERS. Local files and pipes only (never another protocol). */
+export interface InputFormat { demuxer?: string | null }
+
+/** Containers an input without a sniffed one may be read as (never playlists: hls, concat, image2, ...). */
+export const SAFE_DEMUXERS = 'mov,matroska,avi,gif,mpegts,flv,mpeg,mpegvideo,asf,ogg,rm,mxf,nut,dv,h264,hevc,m4v,ivf,yuv4mpegpipe'
+
+/** The options that go before an input file's `-i` (ffmpeg) or the file (ffprobe). */
+export function inputArgs(f: InputFormat = {}): string[] {
+  return ['-protocol_whitelist', 'file,pipe', ...(f.demuxer ? ['-f', f.demuxer] : ['-format_whitelist', SAFE_DEMUXERS])]
+}
+
 function runProbe(ffprobe: string, args: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(ffprobe, args, { timeout: timeoutMs, maxBuffer: 64 << 20 }, (err, stdout) => {
@@ -75,8 +95,8 @@ function runProbe(ffprobe: string, args: string[], timeoutMs: number): Promise<s
 }
 
 /** Probes the file at `file`. Throws ProbeError('missing_ffprobe') when ffprobe cannot be run at all. */
-export async function probeVideo(file: string, ffprobe = 'ffprobe', timeoutMs = 30_000): Promise<VideoProbe> {
-  const args = ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]
+export async function probeVideo(file: string, ffprobe = 'ffprobe', timeoutMs = 30_000, format: InputFormat = {}): Promise<VideoProbe> {
+  const args = ['-v', 'error', ...inputArgs(format), '-print_format', 'json', '-show_format', '-show_streams', file]
   const stdout = await runProbe(ffprobe, args, timeoutMs)
   let j: { streams?: Array<Record<string, unknown>>; format?: Record<string, unknown> }
   try {
@@ -100,6 +120,7 @@ export async function probeVideo(file: string, ffprobe = 'ffprobe', timeoutMs = 
   const fstart = Number(j.format?.start_time)
   const subs = streams.filter((s) => s.codec_type === 'subtitle')
   return {
+    index: Number.isInteger(v.index) ? Number(v.index) : 0,
     duration,
     width: Number(v.width) || 0,
     height: Number(v.height) || 0,
@@ -128,31 +149,47 @@ export interface Timestamps {
   lastDuration?: number
   /** More packets than `maxPackets`: reading stopped there (`pts` holds the first ones). */
   truncated?: boolean
+  /** Packets of the stream read, with a timestamp or without (each is one frame through the networks). */
+  packets?: number
+}
+
+export interface PacketOptions extends InputFormat {
+  /** The stream's index (VideoProbe.index); default the first video stream. */
+  stream?: number
 }
 
 /**
  * Reads every video packet's pts (streamed line by line: memory is 8 bytes per frame) and decides whether
- * the stream is variable-frame-rate. Packets without a pts are skipped. Past `maxPackets` packets ffprobe is
- * stopped and the answer says `truncated` (a bound on the memory a crafted file can make it use).
+ * the stream is variable-frame-rate. Every packet is counted (`packets`); packets without a pts have no
+ * place in `pts`. Past `maxPackets` packets ffprobe is stopped and the answer says `truncated` (a bound on
+ * the memory a crafted file can make it use). An ffprobe that fails or runs past `timeoutMs` rejects.
  */
-export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 300_000, maxPackets = Infinity): Promise<Timestamps> {
+export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 300_000, maxPackets = Infinity, o: PacketOptions = {}): Promise<Timestamps> {
   return new Promise((resolve, reject) => {
-    const p = spawn(ffprobe, ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'packet=pts_time,duration_time', '-of', 'csv=p=0', file], {
+    const sel = o.stream === undefined ? 'v:0' : String(o.stream)
+    const p = spawn(ffprobe, ['-v', 'error', ...inputArgs(o), '-select_streams', sel, '-show_entries', 'packet=pts_time,duration_time', '-of', 'csv=p=0', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      p.kill('SIGKILL')
+    }, timeoutMs)
     const pts: number[] = []
     let last = { t: -Infinity, d: 0 }
     let truncated = false
+    let packets = 0
     const line = (l: string) => {
-      const [a, b] = l.split(',')
-      const t = Number(a)
-      if (truncated || !l.trim() || a === undefined || a.trim() === '' || !Number.isFinite(t)) return
-      if (pts.length >= maxPackets) {
+      if (truncated || !l.trim()) return
+      if (packets >= maxPackets) {
         truncated = true
         p.kill('SIGKILL')
         return
       }
+      packets++
+      const [a, b] = l.split(',')
+      const t = Number(a)
+      if (a === undefined || a.trim() === '' || !Number.isFinite(t)) return
       pts.push(t)
       if (t > last.t) last = { t, d: Number(b) || 0 }
     }
@@ -174,10 +211,11 @@ export function probeTimestamps(file: string, ffprobe = 'ffprobe', timeoutMs = 3
     p.on('close', (code) => {
       clearTimeout(timer)
       line(rest)
-      if (truncated) return resolve({ pts: pts.sort((a, b) => a - b), vfr: false, interval: 0, lastDuration: 0, truncated })
+      if (truncated) return resolve({ pts: pts.sort((a, b) => a - b), vfr: false, interval: 0, lastDuration: 0, truncated, packets })
+      if (timedOut) return reject(new ProbeError('invalid', `ffprobe packets: no answer within ${timeoutMs} ms`))
       if (code !== 0) return reject(new ProbeError('invalid', `ffprobe packets failed: ${err.trim().slice(0, 300)}`))
       pts.sort((a, b) => a - b)
-      resolve({ ...analyseTimestamps(pts), lastDuration: last.d > 0 ? last.d : 0 })
+      resolve({ ...analyseTimestamps(pts), lastDuration: last.d > 0 ? last.d : 0, packets })
     })
   })
 }

@@ -24,8 +24,13 @@
 //   was given (and `flush` the last ones), in bounded pieces (`ProcessedFrames.more`, each written before the
 //   next is made); the encoder takes them at `outFps`, constant rate. `dropAudio`
 //   (slow motion) leaves out audio and subtitles, whose timing no longer applies.
+// - Input (issue 29): the decoder maps exactly the planned stream (`stream`, by its index: never an attached
+//   picture), reads the input as the planned container (`demuxer`, probe.ts inputArgs: local files and pipes
+//   only), scales the upright frames to the network's input size (`decodeSize`, the plan's pre-scale) and
+//   reports every decoded batch (`onDecoded`, the work meter's frame cap: it throws to stop the job).
 import { spawn, type ChildProcess } from 'node:child_process'
 import { rm, writeFile } from 'node:fs/promises'
+import { inputArgs } from './probe.js'
 
 export interface VideoStreamInfo {
   width: number // coded width
@@ -83,6 +88,14 @@ export interface TranscodeOptions {
   flush?: () => Promise<ProcessedFrames | null>
   /** Leave out audio and subtitles (slow motion). */
   dropAudio?: boolean
+  /** Index of the video stream decoded (the plan's); default the first video stream. */
+  stream?: number
+  /** The container ffmpeg reads the input as (`-f`); null / absent: probe.ts SAFE_DEMUXERS. */
+  demuxer?: string | null
+  /** The frames' size out of the decoder (the network's input: the upright frames scaled down); default upright. */
+  decodeSize?: { width: number; height: number }
+  /** Called with each decoded batch's frame count before it is processed; a throw stops the job. */
+  onDecoded?: (frames: number) => void
 }
 
 export class TranscodeError extends Error {
@@ -171,7 +184,7 @@ const BASE = ['-hide_banner', '-v', 'error', '-nostdin', '-y']
 /** One-step encoder: frames from the pipe + audio/subs/metadata from the original, straight into the output. */
 function encoderArgs(o: TranscodeOptions, frameW: number, frameH: number): string[] {
   const size = encodedSize(o.target, o.container)
-  const args = [...BASE, ...rawInput(o, frameW, frameH, true), '-i', o.input, '-map', '0:v:0']
+  const args = [...BASE, ...rawInput(o, frameW, frameH, true), ...inputArgs(o), '-i', o.input, '-map', '0:v:0']
   if (o.container === 'gif') {
     args.push('-filter_complex', `[0:v]${fitFor(size, frameW, frameH)},split[a][b];[a]palettegen=stats_mode=single[p];[b][p]paletteuse=new=1`)
     args.push('-map_metadata', '1', '-f', 'gif', o.output)
@@ -187,12 +200,14 @@ function vfrEncoderArgs(o: TranscodeOptions, frameW: number, frameH: number, fil
   return [...BASE, ...rawInput(o, frameW, frameH, false), '-map', '0:v:0', '-vf', fitFor(size, frameW, frameH), ...videoCodecArgs(o), '-f', 'matroska', file]
 }
 
-function decoderArgs(input: string): string[] {
+function decoderArgs(o: TranscodeOptions): string[] {
   // -xerror / explode: a corrupt stream fails the job instead of producing damaged frames.
   // passthrough: every decoded frame once (no duplication / dropping to a constant rate).
+  const scale = o.decodeSize ? ['-vf', `scale=${o.decodeSize.width}:${o.decodeSize.height}:flags=lanczos`] : []
   return [
     '-hide_banner', '-v', 'error', '-nostdin', '-err_detect', 'explode', '-xerror',
-    '-i', input, '-map', '0:v:0', '-fps_mode', 'passthrough', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1',
+    ...inputArgs(o), '-i', o.input, '-map', o.stream === undefined ? '0:v:0' : `0:${o.stream}`, ...scale,
+    '-fps_mode', 'passthrough', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1',
   ]
 }
 
@@ -306,14 +321,15 @@ export function timestampFile(ts: number[], frames: number, interval: number): s
 export async function transcode(o: TranscodeOptions): Promise<{ frames: number; width: number; height: number; vfrRestored: boolean }> {
   const ffmpeg = o.ffmpeg ?? 'ffmpeg'
   const rot = ((o.info.rotation % 360) + 360) % 360
-  const [w, h] = rot === 90 || rot === 270 ? [o.info.height, o.info.width] : [o.info.width, o.info.height]
+  const [w, h] = o.decodeSize ? [o.decodeSize.width, o.decodeSize.height]
+    : rot === 90 || rot === 270 ? [o.info.height, o.info.width] : [o.info.width, o.info.height]
   const frameBytes = w * h * 3
   const batch = Math.max(1, o.batch ?? 4)
   const vfr = !o.outFps && !!o.timestamps && o.timestamps.length > 1 && keepsVfr(o.container)
   const tmpVideo = `${o.output}.v.mkv`
   const tmpTimed = `${o.output}.t.mkv`
   const tmpTs = `${o.output}.ts.txt`
-  const dec = spawn(ffmpeg, decoderArgs(o.input), { stdio: ['ignore', 'pipe', 'pipe'] })
+  const dec = spawn(ffmpeg, decoderArgs(o), { stdio: ['ignore', 'pipe', 'pipe'] })
   const decErr = collectStderr(dec)
   const decExit = exitOf(dec)
   let enc: ChildProcess | undefined
@@ -356,6 +372,13 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
         next.catch(() => {})
       }
       const count = frames ? frames.length / frameBytes : 0
+      if (count) {
+        try {
+          o.onDecoded?.(count)
+        } catch (e) {
+          throw new TranscodeError((e as Error).message, 'engine', (e as { code?: string }).code ?? 'budget_exceeded')
+        }
+      }
       let out = await engine(() => frames ? o.process(frames, w, h, count) : o.flush!())
       if (!out) break
       // The call's output, piece by piece (`more`): each piece is written while the next one is made.
@@ -411,7 +434,7 @@ export async function transcode(o: TranscodeOptions): Promise<{ frames: number; 
       await runTool(mkvmerge, ['-q', '-o', tmpTimed, '--timestamps', `0:${tmpTs}`, tmpVideo], 'encode', o.signal)
       const mux = [...BASE]
       if (off > 0.001) mux.push('-itsoffset', off.toFixed(6))
-      mux.push('-i', tmpTimed, '-i', o.input, '-map', '0:v:0', '-c:v', 'copy', ...passthroughArgs(o, 1))
+      mux.push('-i', tmpTimed, ...inputArgs(o), '-i', o.input, '-map', '0:v:0', '-c:v', 'copy', ...passthroughArgs(o, 1))
       mux.push('-f', MUXER[o.container] ?? o.container, o.output)
       await runTool(ffmpeg, mux, 'encode', o.signal)
     }
