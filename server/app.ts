@@ -17,6 +17,7 @@ import cluster from './plugins/cluster.js'
 import cancelRelay from './plugins/cancel-relay.js'
 import lifecycle from './plugins/lifecycle.js'
 import webhooks from './plugins/webhooks.js'
+import admin from './plugins/admin.js'
 import playground from './playground.js'
 import { modelNameFormats } from './own-models/formats.js'
 import type { OwnModels } from './own-models/registry.js'
@@ -44,6 +45,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   await app.register(ops)                             // plugins/ops.ts    /healthz /readyz /metrics
   if (role.servesApi) await app.register(api)         // routes/           jobs, uploads, signed files, models
   if (role.servesApi && config.playground) await app.register(playground) // playground.ts the web page at / (playground/)
+  await app.register(admin)                           // plugins/admin.ts  the admin API: /admin/v1 here, or its own listener (admin/)
   await app.register(cluster)                         // plugins/cluster.ts an embedded cluster's primary / child wiring
   await app.register(cancelRelay)                     // plugins/cancel-relay.ts cancels reach workers on other hosts (Redis)
   await app.register(lifecycle)                       // plugins/lifecycle.ts start (runner, engine, recovery) and stop

@@ -2,8 +2,10 @@
  * The `lucent` command line (commander: `lucent --help`, `lucent <command> --help`, `--version`, errors for
  * unknown commands and options with exit status 2):
  *   serve      the service (roles: all, gateway, worker)
- *   keys       API keys: create (the webhook secret, then the key alone on the LAST line: scripts read it), update
- *              (webhook URL / new signing secret), list, revoke, topup
+ *   keys       API keys (server/admin/cli.ts, the admin API's functions): create (the webhook secret, then the key
+ *              alone on the LAST line: scripts read it), update (webhook URL / new signing secret), list, revoke, enable,
+ *              topup, adjust, ledger, usage, quotas, audit
+ *   admin      `admin token`: a new admin token and its LUCENT_ADMIN_TOKEN_SHA256 entry
  *   models     model files: list, fetch, verify, inspect (server/models/); your own models: add, remove (server/own-models/)
  *   enhance    the engine in this process on files, folders and globs (server/enhance/)
  *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
@@ -14,25 +16,10 @@ import fs from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { loadConfig, ConfigError, type Config } from './config.js'
 import { unknownVariables, unknownWarning } from './settings.js'
-import { openStore } from './backends.js'
-import { hashKey, newApiKey } from './auth.js'
-import type { ApiKey as ApiKeyRow, Store } from './store/types.js'
-import { newWebhookSecret } from './webhooks/signing.js'
-import { checkCallbackUrl } from './webhooks/target.js'
 
 function die(msg: string): never {
   process.stderr.write(`lucent: ${msg}\n`)
   process.exit(2)
-}
-
-function intArg(v: string | undefined, name: string, def?: number): number {
-  if (v === undefined) {
-    if (def === undefined) die(`--${name} is required`)
-    return def
-  }
-  const n = Number(v)
-  if (!Number.isSafeInteger(n) || n < 0) die(`--${name} must be a non-negative integer`)
-  return n
 }
 
 async function serve(opts: { role?: string }) {
@@ -129,96 +116,6 @@ async function servePrimary(config: Config) {
   process.on('SIGINT', () => stop(0))
 }
 
-/** A --webhook value: undefined when not given, null when empty (clears), else the checked callback URL. */
-async function webhookUrl(raw: string | undefined, config: Config): Promise<string | null | undefined> {
-  if (raw === undefined) return undefined
-  if (raw.trim() === '') return null
-  const c = await checkCallbackUrl(raw.trim(), config.fetchAllow)
-  if (!c.ok) die(`--webhook: ${c.detail}`)
-  return c.url
-}
-
-/** Runs `fn` with the key store (LUCENT_DATABASE_URL, else DATA_DIR/lucent.db), closed afterwards. */
-async function withStore(fn: (store: Store, resolve: (ref: string) => Promise<ApiKeyRow>) => Promise<void>) {
-  const config = loadConfig()
-  let store: Store
-  try {
-    store = await openStore(config)
-  } catch (e) {
-    die(`cannot open the store: ${(e as Error).message}`)
-  }
-  const resolve = async (ref: string) => {
-    const k = (await store.keyByHash(hashKey(ref))) ?? (await store.findKey(ref))
-    if (!k) die(`no such key: ${ref}`)
-    return k
-  }
-  try {
-    await fn(store, resolve)
-  } finally {
-    await store.close()
-  }
-}
-
-async function keysCreate(o: { coins?: string; trial?: string; expires?: string; rate?: string; webhook?: string }) {
-  const coins = intArg(o.coins, 'coins')
-  const trial = intArg(o.trial, 'trial', 0)
-  let expiresAt: number | null = null
-  if (o.expires !== undefined) {
-    expiresAt = Date.parse(o.expires)
-    if (!Number.isFinite(expiresAt)) die('--expires must be an ISO 8601 date/time')
-  }
-  let rate: number | null = null
-  if (o.rate !== undefined) {
-    rate = Number(o.rate)
-    if (!Number.isFinite(rate) || rate <= 0) die('--rate must be a positive number (requests per second)')
-  }
-  const url = await webhookUrl(o.webhook, loadConfig())
-  await withStore(async (store) => {
-    const k = newApiKey()
-    const secret = newWebhookSecret()
-    await store.createKey({ id: k.id, hash: k.hash, coins, trial, expiresAt, rate })
-    await store.webhooks.setKeyWebhook(k.id, { url: url ?? null, secret })
-    process.stdout.write(`created key ${k.id}: coins=${coins} trial=${trial} expires=${expiresAt ? new Date(expiresAt).toISOString() : 'never'} rate=${rate ?? 'default'} webhook=${url ?? 'none'}\n`)
-    process.stdout.write('the webhook signing secret, then the key (last line), are shown only this once:\n')
-    process.stdout.write(`${secret}\n`)
-    process.stdout.write(`${k.key}\n`)
-  })
-}
-
-const keysList = () => withStore(async (store) => {
-  const all = await store.listKeys()
-  process.stdout.write('id\tcoins\ttrial_left\texpires\trate\trevoked\tcreated\n')
-  for (const k of all) {
-    process.stdout.write([k.id, k.coins, `${k.trialLeft}/${k.trialTotal}`, k.expiresAt ? new Date(k.expiresAt).toISOString() : '-',
-      k.rate ?? '-', k.revoked ? 'yes' : 'no', new Date(k.createdAt).toISOString()].join('\t') + '\n')
-  }
-})
-
-async function keysUpdate(ref: string, o: { webhook?: string; webhookSecret?: boolean }) {
-  const url = await webhookUrl(o.webhook, loadConfig())
-  if (url === undefined && !o.webhookSecret) die('keys update: give --webhook URL (empty to clear) and/or --webhook-secret')
-  await withStore(async (store, resolve) => {
-    const k = await resolve(ref)
-    const secret = o.webhookSecret ? newWebhookSecret() : undefined
-    const after = await store.webhooks.setKeyWebhook(k.id, { url, secret })
-    process.stdout.write(`updated ${k.id}: webhook=${after.url ?? 'none'} secret=${after.secret ? 'set' : 'none'}\n`)
-    if (secret) process.stdout.write(`the new webhook signing secret (shown only this once; the old one no longer signs):\n${secret}\n`)
-  })
-}
-
-const keysRevoke = (ref: string) => withStore(async (store, resolve) => {
-  const k = await resolve(ref)
-  await store.revokeKey(k.id)
-  process.stdout.write(`revoked ${k.id}\n`)
-})
-
-const keysTopup = (ref: string, n: string) => withStore(async (store, resolve) => {
-  const k = await resolve(ref)
-  const coins = intArg(n, 'N')
-  const after = await store.topup(k.id, coins)
-  process.stdout.write(`${k.id}: +${coins} coins, balance ${after?.coins}\n`)
-})
-
 /** `lucent bench ...` and `lucent native ...` run the release `lucent-native` binary built next to the addon. */
 async function native(args: string[]) {
   const { spawnSync } = await import('node:child_process')
@@ -259,38 +156,9 @@ program.command('serve')
   .addHelpText('after', '\nExamples:\n  lucent serve\n  LUCENT_REDIS_URL=redis://q:6379 lucent serve --role worker')
   .action((o: { role?: string }) => serve(o))
 
-const keys = program.command('keys')
-  .description('API keys (against LUCENT_DATABASE_URL when set, else DATA_DIR/lucent.db)')
-  .addHelpText('after', '\nExamples:\n  lucent keys create --coins 1000 --trial 3\n  lucent keys list\n  lucent keys topup k_3f2a 500\n  lucent keys revoke k_3f2a')
-keys.command('create')
-  .description('create a key; prints it alone on the last line (shown only this once)')
-  .option('--coins <N>', 'coins on the key (required)')
-  .option('--trial <N>', 'free trial jobs', '0')
-  .option('--expires <ISO8601>', 'expiry date/time (default: never)')
-  .option('--rate <R>', 'requests per second for this key (default: LUCENT_RATE_PER_SEC)')
-  .option('--webhook <URL>', 'default webhook URL of the key\'s jobs (a signing secret is made either way)')
-  .addHelpText('after', '\nPrints the webhook signing secret (whsec_...) on the line before the key.\n'
-    + '\nExample:\n  KEY=$(lucent keys create --coins 1000 --expires 2027-01-01T00:00:00Z | tail -n 1)')
-  .action((o: { coins?: string; trial?: string; expires?: string; rate?: string; webhook?: string }) => keysCreate(o))
-keys.command('update')
-  .description('set or clear the key\'s default webhook URL, or make a new signing secret (printed on the last line)')
-  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
-  .option('--webhook <URL>', 'default webhook URL (\'\' clears it)')
-  .option('--webhook-secret', 'a new webhook signing secret (the old one no longer signs)')
-  .addHelpText('after', '\nExample:\n  lucent keys update k_3f2a --webhook https://example.com/hooks --webhook-secret')
-  .action((ref: string, o: { webhook?: string; webhookSecret?: boolean }) => keysUpdate(ref, o))
-keys.command('list')
-  .description('id, balance, trial left, expiry, rate, revoked, created (tab-separated)')
-  .action(() => keysList())
-keys.command('revoke')
-  .description('revoke a key')
-  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
-  .action((ref: string) => keysRevoke(ref))
-keys.command('topup')
-  .description("add coins (ledger row 'topup')")
-  .argument('<key>', 'the key itself, its id (k_...), or an unambiguous id/hash prefix')
-  .argument('<N>', 'coins to add')
-  .action((ref: string, n: string) => keysTopup(ref, n))
+const { addKeyCommands, addAdminCommands } = await import('./admin/cli.js') // `lucent keys ...`, `lucent admin token`: the admin API's code path
+addKeyCommands(program)
+addAdminCommands(program)
 
 const models = program.command('models')
   .description('model files: state, fetch (upstream or a mirror, sha256-checked), verify; your own models: add, remove')

@@ -10,6 +10,7 @@ import type { S3Config } from './storage/s3.js'
 import type { OutboundSettings, PortRule } from './fetch/policy.js'
 import { ConfigError, MODELS_META_DIR, SETTINGS, nativeOnly, readSetting } from './settings.js'
 
+import { parseAdminTokens, type AdminTokenHash } from './admin/token.js'
 export { ConfigError, MODELS_META_DIR }
 
 /** Video tools and encoding settings (server/video/, server/jobs/video.ts). */
@@ -98,6 +99,9 @@ export interface Config {
 const num = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as number
 const str = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as string
 const opt = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as string | undefined
+  /** The admin API (server/admin/): the tokens' hashes (none: no admin API), its own listener (port null: on PORT
+   *  under /admin/v1). */
+  admin: { tokens: AdminTokenHash[]; port: number | null; host: string }
 const list = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as string[]
 
 function s3Config(env: NodeJS.ProcessEnv): S3Config | null {
@@ -211,4 +215,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     },
   }
   return { ...cfg, ...overrides }
+}
+    admin: adminConfig(env),
+
+function adminConfig(env: NodeJS.ProcessEnv): Config['admin'] {
+  const tokens = parseAdminTokens(list(env, 'LUCENT_ADMIN_TOKEN_SHA256'))
+  const port = (readSetting(env, 'LUCENT_ADMIN_PORT') as number | undefined) ?? null
+  if (port !== null && !tokens.length) throw new ConfigError('LUCENT_ADMIN_PORT needs LUCENT_ADMIN_TOKEN_SHA256 (`lucent admin token` makes a token and prints the line)')
+  return { tokens, port, host: str(env, 'LUCENT_ADMIN_HOST') }
 }

@@ -86,6 +86,7 @@ const G = {
   engine: 'Engine',
   gpu: 'Engine: GPU backend (native/gpu)',
   cpu: 'Engine: CPU backend (native/core)',
+  admin: 'Admin API (keys, coins, quotas; server/admin/)',
 } as const
 
 const dataDir = (env: Env) => env.DATA_DIR?.trim() || './data'
@@ -109,6 +110,11 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'LUCENT_QUOTA_STORED_BYTES', type: 'bytes', default: 10 * 1024 * MiB, min: 0, unit: 'bytes', doc: 'Per-key quota: bytes of uploads + transfers kept (until their retention ends); over it 429 (error 100429000). 0: unlimited. A key\'s own quota (admin API) overrides it', readers: SERVER, group: G.http },
   { name: 'LUCENT_QUOTA_STORED_FILES', type: 'int', default: 10_000, min: 0, unit: 'files', doc: 'Per-key quota: uploads + transfers kept (until their retention ends); over it 429. 0: unlimited', readers: SERVER, group: G.http },
   { name: 'LUCENT_QUOTA_JOBS_IN_FLIGHT', type: 'int', default: 100, min: 0, unit: 'jobs', doc: 'Per-key quota: jobs submitted and not ended (CONVERTING); a submission over it gets 429. 0: unlimited', readers: SERVER, group: G.http },
+  { name: 'LUCENT_ADMIN_TOKEN_SHA256', type: 'list', default: null, defaultDoc: '(none: no admin API)', secret: true,
+    doc: 'Comma list of LABEL:SHA256HEX (or SHA256HEX) of the admin tokens (`lucent admin token` makes one and prints this line); the admin API answers only these tokens (Authorization: Bearer)', readers: SERVER, group: G.admin },
+  { name: 'LUCENT_ADMIN_PORT', type: 'int', default: null, defaultDoc: '(none: /admin/v1 on PORT)', min: 0, max: 65535,
+    doc: 'Serve the admin API on its own listener at this port (0: any free port), and not on PORT at all', readers: SERVER, group: G.admin },
+  { name: 'LUCENT_ADMIN_HOST', type: 'string', default: '127.0.0.1', doc: 'Listen address of LUCENT_ADMIN_PORT', readers: SERVER, group: G.admin },
   { name: 'LUCENT_PRICES', type: 'path', default: null, defaultDoc: 'built-in', doc: 'JSON file overriding the price tables (server/pricing.ts)', readers: SERVER, group: G.http },
 
   // --- jobs

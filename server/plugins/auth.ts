@@ -1,5 +1,6 @@
 /**
- * Auth and rate limit on every route not marked `config: { public: true }`: the `Apikey` header's key
+ * Auth and rate limit on every route not marked `config: { public: true }` (nor `admin: true`: the admin API's
+ * routes check the admin token instead, server/admin/routes.ts): the `Apikey` header's key
  * (server/auth.ts) and one token of its bucket. Callback style and synchronous when it can be (cached key,
  * in-process bucket): no promise per request on the hot path.
  */
@@ -15,7 +16,8 @@ export default fp(async (app) => {
     return l.rate.take(key.id, key.rate)
   }
   app.addHook('onRequest', (req, _reply, done) => {
-    if (req.routeOptions.config?.public) return done()
+    // admin routes answer only the admin token (their own hook, server/admin/routes.ts): never an Apikey
+    if (req.routeOptions.config?.public || req.routeOptions.config?.admin) return done()
     let pending: void | Promise<void>
     try {
       const key = l.auth.authenticate(req.headers.apikey)
