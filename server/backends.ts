@@ -65,7 +65,7 @@ export async function openBackends(config: Config, role: ProcessRole): Promise<B
     return {
       store, storage, rate, localRate: null,
       queue: new BullQueue({
-        redisUrl: config.redisUrl, max: config.queueMax, concurrency: config.workers,
+        redisUrl: config.redisUrl, max: config.queueMax, maxPerKey: config.queueMaxPerKey, concurrency: config.workers,
         // the store's attempt counter ends a job first (lifecycle.start); BullMQ's limits are the safety net
         attempts: config.jobMaxAttempts + 1, maxStalledCount: config.jobMaxAttempts + 1,
         backoffMs: config.queueBackoffMs, lockDurationMs: config.queueLockMs, stalledIntervalMs: config.queueStalledMs,
@@ -77,13 +77,13 @@ export async function openBackends(config: Config, role: ProcessRole): Promise<B
   if (role.childLink) {
     return {
       store, storage, localRate: null, registry: null, close: async () => {},
-      queue: new IpcQueue(role.childLink, config.queueMax),
+      queue: new IpcQueue(role.childLink, config.queueMax, config.queueMaxPerKey),
       rate: new IpcRateLimiter(role.childLink, config.ratePerSec),
     }
   }
   const rate = new RateLimiter(config.rateBurst, config.ratePerSec)
   return {
     store, storage, rate, localRate: rate, registry: null, close: async () => {},
-    queue: new MemoryQueue(config.queueMax, config.workers),
+    queue: new MemoryQueue(config.queueMax, config.workers, config.queueMaxPerKey),
   }
 }

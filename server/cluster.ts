@@ -31,7 +31,7 @@ import cluster, { type Worker } from 'node:cluster'
 import { ApiError } from './errors.js'
 import { BoundedCache } from './cache.js'
 import { rateLimited, type RateLimiter } from './auth.js'
-import type { JobHandler, Queue } from './queue/types.js'
+import type { EnqueueOptions, JobHandler, Queue, Reservation } from './queue/types.js'
 import { QueueBound } from './queue/bound.js'
 import type { EngineState } from './engine/pool.js'
 import type { WorkerInfo } from './roles/registry.js'
@@ -41,12 +41,15 @@ type QueueStats = ReturnType<Queue['stats']>
 /** What the primary broadcasts to every child. */
 export interface PrimaryState {
   engine: EngineState
-  queue: { waiting: number; running: number; max: number }
+  /** `heavy`: the keys holding at least half their share of the queue, with their jobs waiting (the children's
+   *  per-key bound, LUCENT_QUEUE_MAX_PER_KEY; a key below half cannot pass it between two broadcasts at any
+   *  sane rate). */
+  queue: { waiting: number; running: number; max: number; heavy?: Record<string, number> }
   worker: WorkerInfo | null
 }
 
 type Request =
-  | { op: 'enqueue'; jobId: string }
+  | { op: 'enqueue'; jobId: string; keyId: string }
   | { op: 'remove'; jobId: string }
   | { op: 'metrics' }
   | { op: 'grant'; keyId: string; rate: number | null; want: number }
@@ -77,7 +80,7 @@ export class ClusterHub {
 
   constructor(private readonly src: {
     state: () => PrimaryState
-    enqueue: (jobId: string) => Promise<void>
+    enqueue: (jobId: string, keyId: string) => Promise<void>
     /** Takes a waiting job out of the primary's queue (cancel from a child). */
     remove: (jobId: string) => Promise<boolean>
     rate: Pick<RateLimiter, 'grant'>
@@ -131,7 +134,7 @@ export class ClusterHub {
     )
     switch (req.op) {
       case 'enqueue':
-        reply(this.src.enqueue(req.jobId).then(() => this.src.state().queue))
+        reply(this.src.enqueue(req.jobId, req.keyId).then(() => this.src.state().queue))
         break
       case 'remove':
         reply(this.src.remove(req.jobId))
@@ -221,21 +224,24 @@ export class ClusterLink {
   }
 }
 
-/** A child's queue: jobs go to the primary's queue; the bound uses the primary's broadcast depth. */
+/** A child's queue: jobs go to the primary's queue (fair share is the primary's); the bounds use the primary's
+ *  broadcast depth and heavy keys. */
 export class IpcQueue implements Queue {
   private closed = false
   private readonly bound: QueueBound
 
-  constructor(private readonly link: ClusterLink, max: number) {
-    this.bound = new QueueBound(max, () => this.link.state?.queue.waiting ?? 0, () => this.closed)
+  constructor(private readonly link: ClusterLink, max: number, maxPerKey?: number | null) {
+    this.bound = new QueueBound(max, () => this.link.state?.queue.waiting ?? 0, () => this.closed,
+      (k) => this.link.state?.queue.heavy?.[k] ?? 0, maxPerKey)
   }
 
-  tryReserve(): boolean { return this.bound.tryReserve() }
-  release(): void { this.bound.release() }
+  get maxPerKey(): number { return this.bound.maxPerKey }
+  reserve(keyId: string): Reservation { return this.bound.reserve(keyId) }
+  release(keyId: string): void { this.bound.release(keyId) }
 
-  async enqueue(jobId: string, opts: { reserved?: boolean; force?: boolean } = {}): Promise<void> {
+  async enqueue(jobId: string, opts: EnqueueOptions): Promise<void> {
     this.bound.admit(opts)
-    const q = await this.link.request<PrimaryState['queue']>({ op: 'enqueue', jobId })
+    const q = await this.link.request<PrimaryState['queue']>({ op: 'enqueue', jobId, keyId: opts.keyId })
     if (this.link.state) this.link.state.queue = q
   }
 

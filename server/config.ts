@@ -67,6 +67,8 @@ export interface Config {
   ratePerSec: number
   queueMax: number
   pricesFile?: string
+  /** A key's share of the waiting places (LUCENT_QUEUE_MAX_PER_KEY); null: half of queueMax. */
+  queueMaxPerKey: number | null
   video: VideoSettings
   fetchMaxBytes: number
   fetchMaxVideoBytes: number
@@ -175,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     pricesFile: opt(env, 'LUCENT_PRICES'),
     video: videoSettings(env),
     fetchMaxBytes: num(env, 'LUCENT_FETCH_MAX_BYTES'),
+    queueMaxPerKey: (readSetting(env, 'LUCENT_QUEUE_MAX_PER_KEY') as number | undefined) ?? null,
     fetchMaxVideoBytes: num(env, 'LUCENT_FETCH_MAX_VIDEO_BYTES'),
     fetchTimeoutMs: num(env, 'LUCENT_FETCH_TIMEOUT_MS'),
     outbound: {

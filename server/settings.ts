@@ -120,6 +120,8 @@ export const SETTINGS: readonly Setting[] = [
   // --- jobs
   { name: 'LUCENT_WORKERS', type: 'int', default: 1, min: 1, unit: 'jobs', doc: 'Engine pool size = jobs processed at once in this process', readers: SERVER, group: G.jobs },
   { name: 'LUCENT_QUEUE_MAX', type: 'int', default: 1000, min: 0, unit: 'jobs', doc: 'Max jobs waiting; beyond it a submission gets 503 + Retry-After (error 100500007)', readers: SERVER, group: G.jobs },
+  { name: 'LUCENT_QUEUE_MAX_PER_KEY', type: 'int', default: null, defaultDoc: 'half of LUCENT_QUEUE_MAX', min: 1, unit: 'jobs',
+    doc: 'Max jobs waiting per API key (its share of the queue; keys are served in turns); beyond it a submission of that key gets 429 + Retry-After (error 100429000)', readers: SERVER, group: G.jobs },
   { name: 'LUCENT_JOB_TIMEOUT_MS', type: 'duration', default: 30 * 60_000, min: 1, unit: 'ms', doc: 'A job running longer is aborted (ERROR 100500007, refunded); also how long a removed own model stays loaded and on local disk', readers: SERVER, group: G.jobs },
   { name: 'LUCENT_JOB_MAX_ATTEMPTS', type: 'int', default: 3, min: 1, doc: 'A job restarted this many times (crashes) ends in ERROR, refunded', readers: SERVER, group: G.jobs },
 

@@ -22,7 +22,7 @@ t.test('IpcQueue: enqueue and remove reach the primary queue', async (t) => {
   child.send = ((m: unknown) => { setImmediate(() => cluster.emit('message', worker, m)); return true }) as NodeJS.Process['send']
   const hub = new ClusterHub({
     state: () => ({ engine: { state: 'ready' }, queue: { ...primaryQueue.stats() }, worker: null }),
-    enqueue: (id) => primaryQueue.enqueue(id, { force: true }),
+    enqueue: (id, keyId) => primaryQueue.enqueue(id, { keyId, force: true }),
     remove: (id) => primaryQueue.remove(id),
     rate: new RateLimiter(10, 10),
     metrics: async () => '',
@@ -30,8 +30,8 @@ t.test('IpcQueue: enqueue and remove reach the primary queue', async (t) => {
   hub.start()
   t.teardown(() => hub.stop())
   const q = new IpcQueue(new ClusterLink(child, 2000), 10)
-  await q.enqueue('a')
-  await q.enqueue('b')
+  await q.enqueue('a', { keyId: 'k' })
+  await q.enqueue('b', { keyId: 'k' })
   t.equal(primaryQueue.stats().waiting, 2, 'queued in the primary')
   t.equal(await q.remove('a'), true)
   t.equal(await q.remove('a'), false, 'gone already')

@@ -189,7 +189,7 @@ export class JobLifecycle {
     if (!r.ok) return r
     this.emit('queued', { job: ref(r.job), coins: r.charged, trial: r.trial })
     try {
-      await this.d.queue.enqueue(job.id, { reserved: opts.reserved })
+      await this.d.queue.enqueue(job.id, { keyId: job.keyId, reserved: opts.reserved })
     } catch (e) {
       await this.fail(job.id, 100500000, 'the job could not be queued').catch(() => {})
       return { ok: false, reason: 'not_queued', error: e as Error }
@@ -285,7 +285,7 @@ export class JobLifecycle {
   /** Crash recovery at start: every CONVERTING job back into the queue (a shared queue ignores ids it holds). */
   async recover(): Promise<number> {
     const jobs = await this.d.store.jobsByStatus('CONVERTING')
-    for (const job of jobs) await this.d.queue.enqueue(job.id, { force: true })
+    for (const job of jobs) await this.d.queue.enqueue(job.id, { keyId: job.keyId, force: true })
     return jobs.length
   }
 
@@ -296,7 +296,9 @@ export class JobLifecycle {
     let n = 0
     for (const id of await this.d.store.staleResults(Date.now() - staleMs)) {
       if (this.runs.has(id) || this.deliveries.has(id)) continue
-      await this.d.queue.enqueue(id, { force: true })
+      const job = await this.d.store.getJob(id)
+      if (!job) continue
+      await this.d.queue.enqueue(id, { keyId: job.keyId, force: true })
       n++
     }
     if (n) this.d.log.warn({ jobs: n }, 'stored results nobody delivered: queued again')

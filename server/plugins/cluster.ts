@@ -15,9 +15,10 @@ export default fp(async (app) => {
     const hub = new ClusterHub({
       state: () => {
         const q = queue.stats()
-        return { engine: l.engine, queue: { waiting: q.waiting, running: q.running, max: q.max }, worker: l.pool ? l.localWorker() : null }
+        const heavy = queue.heavyKeys?.()
+        return { engine: l.engine, queue: { waiting: q.waiting, running: q.running, max: q.max, ...(heavy && { heavy }) }, worker: l.pool ? l.localWorker() : null }
       },
-      enqueue: (jobId) => queue.enqueue(jobId, { force: true }),
+      enqueue: (jobId, keyId) => queue.enqueue(jobId, { keyId, force: true }),
       remove: (jobId) => queue.remove(jobId),
       rate: localRate ?? { grant: () => { throw new Error('rate limits are in Redis') } },
       metrics: () => l.metrics.jobsText(),

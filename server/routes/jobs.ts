@@ -29,14 +29,24 @@ import { uprightSize } from '../media/orientation.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
-/** Reserves a queue place for the duration of `fn` (503 + Retry-After when the queue is at its bound). */
-async function withQueueSlot<T>(l: Lucent, fn: (commit: () => void) => Promise<T>): Promise<T> {
-  if (!l.queue.tryReserve()) throw new ApiError(QUEUE_FULL_CODE, { status: 503, headers: { 'retry-after': '5' } })
+/** Reserves a queue place for `keyId`'s job for the duration of `fn`: 503 + Retry-After when the queue is at its
+ *  bound; 429 + Retry-After when this key already holds its share of it (LUCENT_QUEUE_MAX_PER_KEY). */
+async function withQueueSlot<T>(l: Lucent, keyId: string, fn: (commit: () => void) => Promise<T>): Promise<T> {
+  const r = l.queue.reserve(keyId)
+  if (r === 'full') throw new ApiError(QUEUE_FULL_CODE, { status: 503, headers: { 'retry-after': '5' } })
+  if (r === 'key_full') {
+    // the RateLimit header fields as the quotas give them (server/routes/quota.ts), quota "queue_share"
+    const why = `this key holds its share of the job queue (${l.queue.maxPerKey} jobs waiting, LUCENT_QUEUE_MAX_PER_KEY): retry when some have started`
+    throw new ApiError(100429000, {
+      status: 429, detail: why, hint: why,
+      headers: { 'retry-after': '5', 'ratelimit-policy': `"queue_share";q=${l.queue.maxPerKey};qu="concurrent-requests"`, ratelimit: '"queue_share";r=0;t=5' },
+    })
+  }
   let reserved = true
   try {
     return await fn(() => { reserved = false })
   } finally {
-    if (reserved) l.queue.release()
+    if (reserved) l.queue.release(keyId)
   }
 }
 
@@ -110,7 +120,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
     // Extension: the result also PUT to the caller's bucket (checked before anything is fetched).
     if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config)
-    return withQueueSlot(l, async (commit) => {
+    return withQueueSlot(l, req.apiKey!.id, async (commit) => {
       const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
       const sn = sniff(bytes)
       if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
@@ -185,7 +195,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
     const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
-    return withQueueSlot(l, async (commit) => {
+    return withQueueSlot(l, req.apiKey!.id, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
       try {
         // Fetched but not a video ffmpeg can decode (a photo, text, garbage) -> 110400007.

@@ -22,7 +22,7 @@ t.test('token bucket per key: burst then 429 with Retry-After', async (t) => {
 })
 
 t.test('queue at its bound: 503 + Retry-After, nothing charged', async (t) => {
-  const app = await build(t, { LUCENT_QUEUE_MAX: '2' })
+  const app = await build(t, { LUCENT_QUEUE_MAX: '2', LUCENT_QUEUE_MAX_PER_KEY: '2' }) // one key may fill it here (the per-key share: test/queue/fairness.ts)
   app.lucent.queue.pause()
   const srv = await inputServer(t)
   const url = srv.put('q.png', png(16, 16))
