@@ -15,7 +15,7 @@ export const LEDGER_ROWS_MAX = 200
 const LedgerRow = Type.Object({
   id: Type.Integer(),
   job_id: Type.Union([Type.String(), Type.Null()]),
-  kind: Type.String({ enum: ['grant', 'topup', 'debit', 'refund', 'trial', 'trial_refund'] }),
+  kind: Type.String({ enum: ['grant', 'topup', 'adjust', 'debit', 'refund', 'trial', 'trial_refund'] }),
   delta: Type.Integer({ description: 'coins: negative for a debit' }),
   balance_after: Type.Integer(),
   at: Type.String({ description: 'ISO 8601' }),
