@@ -41,9 +41,13 @@ export async function openStore(config: Config): Promise<Backends['store']> {
   if (config.databaseUrl) {
     if (!/^postgres(ql)?:\/\//.test(config.databaseUrl)) throw new Error('configuration: LUCENT_DATABASE_URL must be a postgres:// URL')
     const { PgStore } = await import('./store/postgres.js')
-    return PgStore.open(config.databaseUrl)
+    const pgStore = await PgStore.open(config.databaseUrl)
+    pgStore.quotas.defaults = config.quotas
+    return pgStore
   }
-  return new SqliteStore(path.join(config.dataDir, 'lucent.db'))
+  const store = new SqliteStore(path.join(config.dataDir, 'lucent.db'))
+  store.quotas.defaults = config.quotas // per-key quotas' defaults (LUCENT_QUOTA_*)
+  return store
 }
 
 export async function openStorage(config: Config): Promise<Backends['storage']> {

@@ -7,6 +7,7 @@
  */
 import path from 'node:path'
 import type { S3Config } from './storage/s3.js'
+import { defaultQuotas, type KeyQuotas } from './store/quotas.js'
 import type { OutboundSettings, PortRule } from './fetch/policy.js'
 import { ConfigError, MODELS_META_DIR, SETTINGS, nativeOnly, readSetting } from './settings.js'
 
@@ -78,6 +79,8 @@ export interface Config {
   /** The PUT of a result to a job's output_put_url (server/jobs/output-put.ts). */
   outputPut: { attempts: number; backoffMs: number; timeoutMs: number; deadlineMs: number }
   uploadMaxBytes: number
+  /** Per-key quotas' defaults (LUCENT_QUOTA_*; server/store/quotas.ts). */
+  quotas: KeyQuotas
   jobTimeoutMs: number
   jobMaxAttempts: number
   keyCacheMs: number
@@ -192,6 +195,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       deadlineMs: num(env, 'LUCENT_OUTPUT_PUT_DEADLINE_MS'),
     },
     uploadMaxBytes: num(env, 'LUCENT_UPLOAD_MAX_BYTES'),
+    quotas: defaultQuotas(env),
     jobTimeoutMs: num(env, 'LUCENT_JOB_TIMEOUT_MS'),
     jobMaxAttempts: num(env, 'LUCENT_JOB_MAX_ATTEMPTS'),
     keyCacheMs: num(env, 'LUCENT_KEY_CACHE_MS'),

@@ -1,9 +1,12 @@
-/** Loads a user-supplied input URL: the service's own links are read from storage, anything else via safeFetch. */
+/** Loads a user-supplied input URL: the service's own links are read from storage, anything else via safeFetch.
+ *  Sizes are checked while streaming, before anything is buffered: a stored object's size before its first byte is
+ *  read, a fetched body as it arrives (server/fetch: Content-Length, then a byte count). */
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
 import crypto from 'node:crypto'
 import { pipeline } from 'node:stream/promises'
+import type { Readable } from 'node:stream'
 import { safeFetch, safeFetchToFile, FetchError, type FetchPolicy } from './fetch/index.js'
 import { ApiError, fetchErrorCode } from './errors.js'
 import type { Config } from './config.js'
@@ -38,10 +41,15 @@ export async function loadBytes(url: string, kind: 'photo' | 'video', cfg: Confi
   const own = storage.ownKey(url)
   if (own === 'invalid') throw new ApiError(kind === 'photo' ? 100400001 : 110400008)
   if (own) {
-    const obj = await storage.get(own)
+    // the stored size first (local: its meta; S3: the GET's Content-Length, before any body byte is read): an
+    // oversize upload is refused without reading it, and the read stops at maxBytes whatever the size said
+    const obj = await storage.stream(own)
     if (!obj) throw new ApiError(kind === 'photo' ? 100400001 : 110400008)
-    if (obj.data.length > maxBytes) throw new ApiError(fetchErrorCode('too_large', kind))
-    return obj.data
+    if (obj.meta.size > maxBytes) {
+      obj.stream.destroy()
+      throw new ApiError(fetchErrorCode('too_large', kind))
+    }
+    return readAtMost(obj.stream, maxBytes, kind)
   }
   try {
     return (await safeFetch(url, fetchPolicy(cfg, maxBytes))).body
@@ -49,6 +57,23 @@ export async function loadBytes(url: string, kind: 'photo' | 'video', cfg: Confi
     if (e instanceof FetchError) throw new ApiError(fetchErrorCode(e.reason, kind), { detail: e.message })
     throw e
   }
+}
+
+/** The stream's bytes, refused (the stream destroyed) as soon as they pass maxBytes. */
+async function readAtMost(src: Readable, maxBytes: number, kind: 'photo' | 'video'): Promise<Buffer> {
+  const parts: Buffer[] = []
+  let n = 0
+  try {
+    for await (const c of src) {
+      const b = c as Buffer
+      n += b.length
+      if (n > maxBytes) throw new ApiError(fetchErrorCode('too_large', kind))
+      parts.push(b)
+    }
+  } finally {
+    src.destroy()
+  }
+  return Buffer.concat(parts, n)
 }
 
 /** Input into a temporary file (videos, transfers). The caller removes it. */

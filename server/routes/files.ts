@@ -1,12 +1,14 @@
 /**
  * Signed links served by the service: GET /files/<key> (results, originals, uploads), PUT /upload/<key>.
  * GET answers with fileHeaders() (media/formats.ts): the stored bytes are never served as a page.
+ * PUT counts against the quotas of the key that asked for the link (./quota.ts): cut at its remaining bytes.
  */
 import type { FastifyPluginAsync } from 'fastify'
 import { ApiError } from '../errors.js'
 import { TooLargeError } from '../storage/local.js'
 import { fileHeaders } from '../media/formats.js'
 import { ok } from '../context.js'
+import { cutError, reserveObject } from './quota.js'
 
 const files: FastifyPluginAsync = async (app) => {
   const l = app.lucent
@@ -39,12 +41,38 @@ const files: FastifyPluginAsync = async (app) => {
       req.raw.resume()
       throw new ApiError(100403001, { detail: v === 'expired' ? 'upload URL expired' : 'signature or Content-Type mismatch' })
     }
+    // the key that signed the link (presign-put reserved the object for it, until the link's expiry): its byte quota
+    // cuts this stream, the object's size and retention are recorded, or nothing is kept
+    const keyId = await l.store.quotas.owner(key)
+    if (!keyId) {
+      req.raw.resume()
+      throw new ApiError(100403001, { detail: 'upload URL no longer valid' })
+    }
+    const linkExpiry = Number(req.query.e) * 1000
+    let res
     try {
-      const meta = await l.storage.putStream(key, req.raw, ct, l.config.uploadMaxBytes)
+      res = await reserveObject(l, keyId, key, l.config.uploadMaxBytes, linkExpiry)
+    } catch (e) {
+      req.raw.resume()
+      throw e
+    }
+    let kept = false
+    try {
+      const meta = await l.storage.putStream(key, req.raw, ct, res.maxBytes)
+      await res.commit(meta.size)
+      kept = true
       return ok({ object_key: key, size: meta.size })
     } catch (e) {
-      if (e instanceof TooLargeError) throw new ApiError(100400002, { detail: 'upload too large' })
+      req.raw.resume()
+      if (e instanceof TooLargeError && res.overQuota()) throw res.error()
+      if (e instanceof TooLargeError) throw cutError(new ApiError(100400002, { detail: 'upload too large' }))
       throw e
+    } finally {
+      if (!kept) {
+        // nothing kept (an earlier PUT's object too), the link still usable until its expiry
+        await l.storage.delete(key).catch(() => {})
+        await l.store.quotas.reserve(keyId, { objectKey: key, bytes: 0, expiresAt: linkExpiry }).catch(() => {})
+      }
     }
   })
 }

@@ -26,6 +26,7 @@ import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
 import { asksForSize, outputSize } from '../jobs/output-size.js'
 import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
 import { uprightSize } from '../media/orientation.js'
+import { checkJobsInFlight } from './quota.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -111,6 +112,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const idempotency = idempotencyOf('/api/photo-enhancer', req.headers, b)
     const replay = await lookup(l, req.apiKey!.id, idempotency)
     if (replay) return armed(l, replay)
+    await checkJobsInFlight(l, req.apiKey!.id) // per-key quota (./quota.ts): 429 before anything is fetched or debited
     // the catalog's models, then the operator's own (server/own-models/registry.ts)
     const model = l.ownModels.photo(b.model_name)
     if (!model) throw new ApiError(110400005)
@@ -182,6 +184,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const idempotency = idempotencyOf('/api/video-enhancer', req.headers, b)
     const replay = await lookup(l, req.apiKey!.id, idempotency)
     if (replay) return armed(l, replay)
+    await checkJobsInFlight(l, req.apiKey!.id) // per-key quota (./quota.ts): 429 before anything is fetched or debited
     const model = l.ownModels.video(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.mp4')

@@ -1,4 +1,6 @@
-/** Upload facility (compat.md): presign-put (+batch), multipart upload, transfer (+batch). */
+/** Upload facility (compat.md): presign-put (+batch), multipart upload, transfer (+batch). Every stored object
+ *  counts against its key's quotas (./quota.ts, server/store/quotas.ts): reserved before a byte is read, the stream
+ *  cut at the key's remaining bytes, recorded with its retention, or nothing kept and a 429. */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
@@ -13,6 +15,7 @@ import { TooLargeError } from '../storage/local.js'
 import { sniff } from '../media/sniff.js'
 import { loadToFile, readHead } from '../input.js'
 import { ok, RETENTION_MS, type Lucent } from '../context.js'
+import { checkStoredRoom, cutError, quotaHeaders, reserveObject } from './quota.js'
 import { Envelope, PresignItem, Presigned, Stored, errorResponses } from './schemas.js'
 
 /** u/<random>/<name>; for a type of the table the name ends in one of its extensions (`evil.html` as video/mp4 ->
@@ -25,12 +28,15 @@ function uploadKey(filename: string | undefined, ct: string): string {
   return `u/${crypto.randomBytes(16).toString('hex')}/${name}`
 }
 
-function presign(l: Lucent, f: { filename: string; content_type: string; expire_seconds?: number }) {
+async function presign(l: Lucent, keyId: string, f: { filename: string; content_type: string; expire_seconds?: number }) {
   // a bare image/video type only: it is signed, stored and (S3) served as given, so no parameters or lists
   const ct = f.content_type.trim().toLowerCase()
   if (!uploadTypeAllowed(ct)) throw new ApiError(110400007, { detail: `content_type ${JSON.stringify(f.content_type.slice(0, 100))} is not a bare photo or video type` })
   const key = uploadKey(f.filename, ct)
   const expireAt = Date.now() + (f.expire_seconds ?? 3600) * 1000
+  // one file of the key's quota from now: until the link expires (local: the PUT through /upload records its bytes),
+  // on S3 for the retention (the PUT goes to the bucket: the gateway never sees its bytes)
+  await reserveObject(l, keyId, key, l.config.uploadMaxBytes, l.config.s3 ? Date.now() + RETENTION_MS : expireAt)
   return {
     upload_url: l.storage.signedPutUrl(key, ct, expireAt),
     access_url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS),
@@ -56,17 +62,39 @@ function stagedType(declared: string | null | undefined, name: string | undefine
   return null
 }
 
-async function transfer(l: Lucent, url: string, filename: string | undefined) {
-  const input = await loadToFile(url, 'photo', l.config, l.storage, l.config.uploadMaxBytes)
+async function transfer(l: Lucent, keyId: string, url: string, filename: string | undefined) {
+  // the quota first (nothing fetched when the key is at it), under a placeholder key until the type is known
+  const held = `q/${crypto.randomBytes(16).toString('hex')}`
+  const res = await reserveObject(l, keyId, held, l.config.uploadMaxBytes)
+  let key: string | null = null
+  let kept = false
   try {
-    const name = filename ?? (() => { try { return decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '') } catch { return '' } })()
-    const ct = stagedType(input.contentType, name, await readHead(input.file, 64 * 1024))
-    if (!ct) throw new ApiError(110400007)
-    const key = uploadKey(name, ct)
-    const meta = await l.storage.putStream(key, fs.createReadStream(input.file), ct, l.config.uploadMaxBytes)
-    return { url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS), object_key: key, size: meta.size }
+    let input
+    try {
+      // the fetch is cut while streaming at the smaller of the upload limit and the key's remaining bytes
+      input = await loadToFile(url, 'photo', l.config, l.storage, res.maxBytes)
+    } catch (e) {
+      if (e instanceof ApiError && e.errorCode === 110400009 && res.overQuota()) throw res.error()
+      throw e
+    }
+    try {
+      const name = filename ?? (() => { try { return decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '') } catch { return '' } })()
+      const ct = stagedType(input.contentType, name, await readHead(input.file, 64 * 1024))
+      if (!ct) throw new ApiError(110400007)
+      key = uploadKey(name, ct)
+      await res.rekey(key)
+      const meta = await l.storage.putStream(key, fs.createReadStream(input.file), ct, res.maxBytes)
+      await res.commit(meta.size)
+      kept = true
+      return { url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS), object_key: key, size: meta.size }
+    } finally {
+      await fsp.rm(input.file, { force: true })
+    }
   } finally {
-    await fsp.rm(input.file, { force: true })
+    if (!kept) {
+      await res.release().catch(() => {})
+      if (key) await l.storage.delete(key).catch(() => {})
+    }
   }
 }
 
@@ -77,7 +105,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/api/oss/presign-put', {
     schema: { ...common, summary: 'Pre-signed PUT upload URL', body: PresignItem, response: { 200: Envelope(Presigned), ...errorResponses } },
-  }, async (req) => ok(presign(l, req.body)))
+  }, async (req) => ok(await presign(l, req.apiKey!.id, req.body)))
 
   app.post('/api/oss/presign-put/batch', {
     schema: {
@@ -85,20 +113,22 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       body: Type.Object({ files: Type.Array(PresignItem, { minItems: 1, maxItems: 20 }) }),
     },
   }, async (req) => {
-    const items = req.body.files.map((f) => {
+    await checkStoredRoom(l, req.apiKey!.id)
+    const items = []
+    for (const f of req.body.files) {
       try {
-        return presign(l, f)
+        items.push(await presign(l, req.apiKey!.id, f))
       } catch (e) {
-        return { filename: f.filename, content_type: f.content_type, ...itemError(e) }
+        items.push({ filename: f.filename, content_type: f.content_type, ...itemError(e) })
       }
-    })
+    }
     const success = items.filter((i) => 'upload_url' in i).length
     return ok({ total: items.length, success, failed: items.length - success, items })
   })
 
   app.post('/api/oss/upload', {
     schema: { ...common, summary: 'Multipart upload (field `file`)', consumes: ['multipart/form-data'], response: { 200: Envelope(Stored), ...errorResponses } },
-  }, async (req) => {
+  }, async (req, reply) => {
     if (!req.isMultipart()) throw new ApiError(100403000)
     const part = await req.file()
     if (!part || part.fieldname !== 'file') throw new ApiError(100403000)
@@ -108,17 +138,35 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       throw new ApiError(110400007)
     }
     const key = uploadKey(part.filename, ct)
-    let meta
+    let res
     try {
-      meta = await l.storage.putStream(key, part.file, ct, l.config.uploadMaxBytes)
+      res = await reserveObject(l, req.apiKey!.id, key, l.config.uploadMaxBytes)
     } catch (e) {
-      if (e instanceof TooLargeError || (e as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') throw new ApiError(100400002, { detail: 'file too large' })
+      part.file.resume()
       throw e
     }
-    if (part.file.truncated) {
-      await l.storage.delete(key)
-      throw new ApiError(100400002, { detail: 'file too large' })
+    let meta
+    let kept = false
+    try {
+      try {
+        // cut while streaming at the smaller of the upload limit and the key's remaining bytes
+        meta = await l.storage.putStream(key, part.file, ct, res.maxBytes)
+      } catch (e) {
+        part.file.resume()
+        if (e instanceof TooLargeError && res.overQuota()) throw res.error()
+        if (e instanceof TooLargeError || (e as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') throw cutError(new ApiError(100400002, { detail: 'file too large' }))
+        throw e
+      }
+      if (part.file.truncated) throw new ApiError(100400002, { detail: 'file too large' })
+      await res.commit(meta.size)
+      kept = true
+    } finally {
+      if (!kept) {
+        await res.release().catch(() => {})
+        await l.storage.delete(key).catch(() => {})
+      }
     }
+    quotaHeaders(reply, await l.store.quotas.get(req.apiKey!.id), await l.store.quotas.usage(req.apiKey!.id))
     return ok({ url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS), object_key: key, size: meta.size })
   })
 
@@ -128,7 +176,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       body: Type.Object({ url: Type.String(), filename: Type.Optional(Type.String({ maxLength: 255 })) }),
       response: { 200: Envelope(Stored), ...errorResponses },
     },
-  }, async (req) => ok(await transfer(l, req.body.url, req.body.filename)))
+  }, async (req) => ok(await transfer(l, req.apiKey!.id, req.body.url, req.body.filename)))
 
   app.post('/api/oss/batch-transfer', {
     schema: {
@@ -136,9 +184,11 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       body: Type.Object({ urls: Type.Array(Type.String(), { minItems: 1, maxItems: 20 }) }),
     },
   }, async (req) => {
+    // a key at its quota fetches nothing: 429 for the whole batch; else each transfer reserves its own place
+    await checkStoredRoom(l, req.apiKey!.id)
     const items = await Promise.all(req.body.urls.map(async (u) => {
       try {
-        return { source_url: u, ...(await transfer(l, u, undefined)) }
+        return { source_url: u, ...(await transfer(l, req.apiKey!.id, u, undefined)) }
       } catch (e) {
         return { source_url: u, ...itemError(e) }
       }

@@ -77,6 +77,7 @@ export class PgQuotas implements QuotaStore {
     const now = o.now ?? Date.now()
     return this.tx(async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, keyId])
+      await c.query('DELETE FROM quota_objects WHERE key_id = $1 AND expires_at <= $2', [keyId, now]) // they count no more
       const q = await this.quotasOf(c, keyId)
       const { u, first } = await this.usageOf(c, keyId, now, o.objectKey)
       const v = verdict(q, u, o.bytes, first)
@@ -104,6 +105,7 @@ export class PgQuotas implements QuotaStore {
       return r.rowCount === 1 ? { ok: true } : { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
     })
   }
+  async rekey(objectKey: string, newKey: string) { await this.pool.query('UPDATE quota_objects SET object_key = $1 WHERE object_key = $2', [newKey, objectKey]) }
   async release(objectKey: string) { await this.pool.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey]) }
   async owner(objectKey: string, now = Date.now()) {
     const r = (await this.pool.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1 AND expires_at > $2', [objectKey, now])).rows[0]

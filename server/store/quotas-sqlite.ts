@@ -47,7 +47,9 @@ export class SqliteQuotas implements QuotaStore {
       row: db.prepare<[string], { key_id: string; expires_at: number }>('SELECT key_id, expires_at FROM quota_objects WHERE object_key = ?'),
       settle: db.prepare("UPDATE quota_objects SET size = ?, expires_at = ?, state = 'stored' WHERE object_key = ?"),
       drop: db.prepare('DELETE FROM quota_objects WHERE object_key = ?'),
+      rekey: db.prepare('UPDATE quota_objects SET object_key = ? WHERE object_key = ?'),
       purge: db.prepare('DELETE FROM quota_objects WHERE expires_at <= ?'),
+      purgeKey: db.prepare('DELETE FROM quota_objects WHERE key_id = ? AND expires_at <= ?'),
     }
     const s = this.s
     const usageOf = (keyId: string, now: number, except: string) => {
@@ -55,6 +57,7 @@ export class SqliteQuotas implements QuotaStore {
       return { u: { storedBytes: r.bytes ?? 0, storedFiles: r.files, jobsInFlight: s.jobs.get(keyId)!.n }, first: r.first }
     }
     this.txReserve = db.transaction((keyId, objectKey, bytes, expiresAt, now) => {
+      s.purgeKey.run(keyId, now) // the key's expired rows: they count no more
       const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(keyId)?.overrides))
       const { u, first } = usageOf(keyId, now, objectKey)
       const v = verdict(q, u, bytes, first)
@@ -96,6 +99,7 @@ export class SqliteQuotas implements QuotaStore {
     return this.txCommit.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now())
   }
   async release(objectKey: string) { this.s.drop.run(objectKey) }
+  async rekey(objectKey: string, newKey: string) { this.s.rekey.run(newKey, objectKey) }
   async owner(objectKey: string, now = Date.now()) {
     const r = this.s.row.get(objectKey)
     return r && r.expires_at > now ? r.key_id : null

@@ -43,6 +43,8 @@ export type CommitResult =
   | { ok: false; quota: QuotaName; limit: number; used: number; retryAt: number | null }
 
 export interface QuotaStore {
+  /** The defaults every key has unless overridden (config.quotas, from LUCENT_QUOTA_*; set where the store is opened). */
+  defaults: KeyQuotas
   /** The key's quotas: its overrides merged over the defaults. */
   get(keyId: string): Promise<KeyQuotas>
   /** Only the key's overrides (admin views; {} = all defaults). */
@@ -59,6 +61,8 @@ export interface QuotaStore {
   /** The object's final size and expiry; refused (and the row dropped) when the key's other objects plus `size` pass
    *  the byte quota. ok:false with quota 'stored_files' when the row is gone. */
   commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }): Promise<CommitResult>
+  /** The row of `objectKey` now under `newKey` (a transfer reserves before its object's name is known). */
+  rekey(objectKey: string, newKey: string): Promise<void>
   /** Drops the object's row (nothing was kept). */
   release(objectKey: string): Promise<void>
   /** The key owning a reserved/stored object (signed uploads: the PUT carries no API key); null when none. */
@@ -110,10 +114,11 @@ export function parseOverrides(s: string | null | undefined): Partial<KeyQuotas>
   }
 }
 
-/** A reservation's verdict from the key's quotas and usage (before the new object). */
+/** A reservation's verdict from the key's quotas and usage (before the new object): a file more must fit, and at
+ *  least one byte more (a key at its byte quota stores nothing, not even a stream that might be empty). */
 export function verdict(q: KeyQuotas, u: QuotaUsage, bytes: number, retryAt: number | null): ReserveResult {
   if (q.maxStoredFiles !== null && u.storedFiles + 1 > q.maxStoredFiles) return { ok: false, quota: 'stored_files', limit: q.maxStoredFiles, used: u.storedFiles, retryAt, quotas: q, usage: u }
-  if (q.maxStoredBytes !== null && u.storedBytes + bytes > q.maxStoredBytes) return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt, quotas: q, usage: u }
+  if (q.maxStoredBytes !== null && u.storedBytes + Math.max(1, bytes) > q.maxStoredBytes) return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt, quotas: q, usage: u }
   return { ok: true, remainingBytes: q.maxStoredBytes === null ? null : q.maxStoredBytes - u.storedBytes, quotas: q, usage: u }
 }
 
