@@ -10,6 +10,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, createKey, balance } from '../helper.js'
 import { newAdminToken } from '../../server/admin/token.js'
+import { requireServices, freshDatabase } from '../scaleout/services.js'
 
 const ops = newAdminToken('ops')
 const other = newAdminToken('other')
@@ -68,6 +69,28 @@ t.test('only the admin token reaches the admin API; a customer key never does', 
   // the admin token is no customer key
   const acct = await app.inject({ method: 'GET', url: '/api/account', headers: { apikey: ops.token } })
   t.equal(acct.json().error_code, 110400000, 'the admin token as an Apikey is refused by the customer API')
+})
+
+t.test('the admin routes are not in the public OpenAPI document', async (t) => {
+  const app = await build(t, ENV)
+  const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json()
+  t.ok(Object.keys(doc.paths).some((p) => p.startsWith('/api/')), 'the document lists the API')
+  t.notOk(Object.keys(doc.paths).some((p) => p.startsWith('/admin')), 'but no admin route')
+})
+
+t.test('the admin API on PostgreSQL', async (t) => {
+  const env = await requireServices(t)
+  if ('skip' in env) return t.skip(env.skip)
+  const app = await build(t, { ...ENV, LUCENT_DATABASE_URL: await freshDatabase(t, env.LUCENT_DATABASE_URL) })
+  const c = (await call(app, 'POST', '/admin/v1/keys', A, { coins: 20, reason: 'pg sale' })).json().data
+  const id: string = c.key.id
+  t.equal((await call(app, 'POST', `/admin/v1/keys/${id}/coins`, A, { delta: -21, reason: 'x' })).statusCode, 403, 'never below 0')
+  t.match((await call(app, 'POST', `/admin/v1/keys/${id}/coins`, A, { delta: -5, reason: 'fix' })).json().data, { key: { coins: 15 }, ledger: { kind: 'adjust', reason: 'fix' } })
+  t.equal((await call(app, 'PATCH', `/admin/v1/keys/${id}`, A, { disabled: true })).statusCode, 200)
+  t.equal((await app.inject({ method: 'GET', url: '/api/account', headers: { apikey: c.api_key } })).json().error_code, 110400000, 'disabled: refused')
+  t.match((await call(app, 'PUT', `/admin/v1/keys/${id}/quotas`, A, { max_stored_files: 3 })).json().data, { quotas: { max_stored_files: 3 } })
+  t.match((await call(app, 'GET', `/admin/v1/audit?key_id=${id}`, A)).json().data.audit.map((a: { action: string }) => a.action),
+    ['quotas.set', 'key.update', 'coins.adjust', 'key.create'])
 })
 
 t.test('no admin token configured: no admin API (the unknown-route answer)', async (t) => {
