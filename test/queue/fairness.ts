@@ -3,6 +3,7 @@
  * job by at most about one job per worker slot; one key may hold at most its share of the queue.
  *  - MemoryQueue (unit): per-key FIFOs served round-robin; a key's own order kept; a key that re-queues a job
  *    the moment its last one starts gets no more than its turn; the per-key bound (reserve -> 'key_full').
+ *  - IpcQueue (a cluster's HTTP child): the per-key bound from the primary's broadcast.
  *  - BullQueue on a real Redis (unit): start-time fair priorities, dedupe not counted twice, per-key counts.
  *  - End to end through the API on SQLite + the in-process queue, one worker: key A submits 24 photo jobs,
  *    then key B one; B's job runs after at most one of A's that had not started (on the old global FIFO: after
@@ -16,6 +17,7 @@ import crypto from 'node:crypto'
 import { Redis } from 'ioredis'
 import { MemoryQueue } from '../../server/queue/memory.js'
 import { BullQueue } from '../../server/queue/bullmq.js'
+import { IpcQueue, type ClusterLink } from '../../server/cluster.js'
 import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor } from '../helper.js'
 import { requireServices } from '../scaleout/services.js'
 
@@ -104,6 +106,19 @@ t.test('MemoryQueue: per-key bound, remove, recovery duplicates', async (t) => {
   full.pause()
   await full.enqueue('x', { keyId: 'X' })
   t.equal(full.reserve('Y'), 'full')
+})
+
+t.test('IpcQueue (cluster child): the per-key bound reads the heavy keys the primary broadcasts', async (t) => {
+  const primary = new MemoryQueue(10, 1, 4)
+  primary.pause()
+  for (let i = 0; i < 4; i++) await primary.enqueue(`a${i}`, { keyId: 'A' })
+  await primary.enqueue('b0', { keyId: 'B' })
+  t.same(primary.heavyKeys(), { A: 4 }, 'B (1 of 4) is below half its share: not broadcast')
+  const link = { state: { engine: { state: 'ready' }, worker: null, queue: { ...primary.stats(), heavy: primary.heavyKeys() } } }
+  const child = new IpcQueue(link as unknown as ClusterLink, 10, 4)
+  t.equal(child.reserve('A'), 'key_full')
+  t.equal(child.reserve('B'), 'ok')
+  t.equal(child.maxPerKey, 4)
 })
 
 t.test('BullQueue (Redis): fair priorities, own order kept, dedupe counted once, per-key counts', async (t) => {
