@@ -1,16 +1,15 @@
 /** Loads a user-supplied input URL: the service's own links are read from storage, anything else via safeFetch.
  *  Sizes are checked while streaming, before anything is buffered: a stored object's size before its first byte is
  *  read, a fetched body as it arrives (server/fetch: Content-Length, then a byte count). */
-import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
 import crypto from 'node:crypto'
-import { pipeline } from 'node:stream/promises'
 import type { Readable } from 'node:stream'
 import { safeFetch, safeFetchToFile, FetchError, type FetchPolicy } from './fetch/index.js'
 import { ApiError, fetchErrorCode } from './errors.js'
 import type { Config } from './config.js'
 import type { MediaStorage } from './storage/types.js'
+import { TooLargeError, spoolToFile } from './storage/local.js'
 
 export function fetchPolicy(cfg: Config, maxBytes: number): FetchPolicy {
   return {
@@ -91,8 +90,14 @@ export async function loadToFile(url: string, kind: 'photo' | 'video', cfg: Conf
       obj.stream.destroy()
       throw new ApiError(fetchErrorCode('too_large', kind))
     }
-    await pipeline(obj.stream, fs.createWriteStream(file))
-    return { file, size: obj.meta.size, contentType: obj.meta.contentType }
+    let size: number
+    try {
+      size = await spoolToFile(obj.stream, file, maxBytes) // capped too, whatever the stored size said
+    } catch (e) {
+      if (e instanceof TooLargeError) throw new ApiError(fetchErrorCode('too_large', kind))
+      throw e
+    }
+    return { file, size, contentType: obj.meta.contentType }
   }
   try {
     const r = await safeFetchToFile(url, file, fetchPolicy(cfg, maxBytes))
