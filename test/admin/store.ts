@@ -46,7 +46,7 @@ const newKey = (coins: number) => {
 for (const b of backends) {
   t.test(b.name, async (t) => {
     const stores = await b.open(t)
-    if ('skip' in stores) return t.skip(stores.skip)
+    if ('skip' in stores) return t.plan(0, stores.skip)
     const [s, s2] = stores
 
     const k = newKey(100)
