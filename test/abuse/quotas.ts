@@ -259,6 +259,28 @@ t.test('hole 8: jobs in flight per key, on both submission routes, before anythi
   t.equal((await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: img, extension: '.png' })).statusCode, 200, 'room again')
 })
 
+t.test('hole 8 on PostgreSQL: parallel uploads and submissions of one key through the API', async (t) => {
+  const svc = await requireServices(t)
+  if ('skip' in svc) return t.skip(svc.skip)
+  const { app, base } = await live(t, { LUCENT_DATABASE_URL: await freshDatabase(t, svc.LUCENT_DATABASE_URL), LUCENT_QUOTA_JOBS_IN_FLIGHT: '1' })
+  app.lucent.queue.pause()
+  const { key, id } = await createKey(app, { coins: 100 })
+  t.equal((await app.lucent.store.quotas.get(id)).maxJobsInFlight, 1, 'the default from LUCENT_QUOTA_JOBS_IN_FLIGHT')
+  await app.lucent.store.quotas.set(id, { maxStoredBytes: 100_000 })
+  const par = await Promise.all(Array.from({ length: 8 }, (_, i) => upload(base, key, pngOf(30_000), `p${i}.png`)))
+  const okN = par.filter((r) => r.status === 200).length
+  t.ok(okN >= 1 && okN <= 3, `${okN} of 8 parallel 30 kB uploads kept under 100 kB`)
+  t.ok(par.every((r) => r.status === 200 || r.body.error_code === 100429000), 'the others: 429')
+  t.ok((await app.lucent.store.quotas.usage(id)).storedBytes <= 100_000, 'within the quota')
+  t.equal(storedUploads(app).length, okN, 'only the kept ones are stored')
+  const srv = await inputServer(t)
+  const img = srv.put('a.png', png(16, 16), 'image/png')
+  t.equal((await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: img, extension: '.png' })).statusCode, 200)
+  const over = await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: img, extension: '.png' })
+  check429(t, { statusCode: over.statusCode, headers: over.headers, body: over.json() }, 'jobs_in_flight', 1, 'PostgreSQL: over the jobs quota')
+  t.equal(await balance(app, id), 90, 'one job debited')
+})
+
 /** The store's quota rules, the same on both backends. */
 async function storeRules(t: Test, store: Store) {
   const q = store.quotas
