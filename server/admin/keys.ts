@@ -166,9 +166,7 @@ export interface KeyUsage {
 
 export async function usage(store: Store, id: string): Promise<KeyUsage> {
   const k = await getKey(store, id)
-  const [jobs, rows, quotas, used] = await Promise.all([store.audit.jobCounts(id), store.ledger(id), store.quotas.get(id), store.quotas.usage(id)])
-  const sums = { grant: 0, topup: 0, adjust: 0, debit: 0, refund: 0, trial: 0, trial_refund: 0 } as Record<LedgerEntry['kind'], number>
-  for (const r of rows) sums[r.kind] = (sums[r.kind] ?? 0) + r.delta
+  const [jobs, sums, quotas, used] = await Promise.all([store.audit.jobCounts(id), store.audit.ledgerSums(id), store.quotas.get(id), store.quotas.usage(id)])
   return { coins: k.coins, trial: { total: k.trialTotal, left: k.trialLeft }, jobs, ledger: sums, quotas, usage: used }
 }
 

@@ -3,7 +3,7 @@
 import type pg from 'pg'
 import type { ApiKey, JobStatus, LedgerEntry } from './types.js'
 import {
-  AUDIT_COLUMNS, JOB_STATUSES, auditValues, changes, keyState, patchColumns, toAudit,
+  AUDIT_COLUMNS, JOB_STATUSES, auditValues, zeroSums, changes, keyState, patchColumns, toAudit,
   type Actor, type AuditEntry, type AuditRow, type AuditStore, type CoinsKind, type CoinsResult, type KeyPatch, type NewAudit, type NewKeyRow,
 } from './audit.js'
 
@@ -101,6 +101,13 @@ export class PgAudit implements AuditStore {
     const out = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>
     const r = await this.pool.query<{ status: JobStatus; n: number }>('SELECT status, COUNT(*)::int AS n FROM jobs WHERE key_id = $1 GROUP BY status', [keyId])
     for (const x of r.rows) out[x.status] = x.n
+    return out
+  }
+
+  async ledgerSums(keyId: string) {
+    const out = zeroSums()
+    const r = await this.pool.query<{ kind: LedgerEntry['kind']; s: number }>('SELECT kind, SUM(delta)::bigint AS s FROM ledger WHERE key_id = $1 GROUP BY kind', [keyId])
+    for (const x of r.rows) out[x.kind] = x.s
     return out
   }
 }

@@ -2,7 +2,7 @@
 import type Database from 'better-sqlite3'
 import type { ApiKey, JobStatus, LedgerEntry } from './types.js'
 import {
-  AUDIT_COLUMNS, JOB_STATUSES, auditValues, changes, keyState, patchColumns, toAudit,
+  AUDIT_COLUMNS, JOB_STATUSES, auditValues, zeroSums, changes, keyState, patchColumns, toAudit,
   type Actor, type AuditEntry, type AuditRow, type AuditStore, type CoinsKind, type CoinsResult, type KeyPatch, type NewAudit, type NewKeyRow,
 } from './audit.js'
 
@@ -89,6 +89,14 @@ export class SqliteAudit implements AuditStore {
     const out = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>
     for (const r of this.db.prepare<[string], { status: JobStatus; n: number }>('SELECT status, COUNT(*) AS n FROM jobs WHERE key_id = ? GROUP BY status').all(keyId)) {
       out[r.status] = r.n
+    }
+    return out
+  }
+
+  async ledgerSums(keyId: string) {
+    const out = zeroSums()
+    for (const r of this.db.prepare<[string], { kind: LedgerEntry['kind']; s: number }>('SELECT kind, SUM(delta) AS s FROM ledger WHERE key_id = ? GROUP BY kind').all(keyId)) {
+      out[r.kind] = r.s
     }
     return out
   }

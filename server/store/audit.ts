@@ -57,6 +57,8 @@ export interface AuditStore {
   ledgerPage(keyId: string, limit: number, beforeId?: number): Promise<LedgerEntry[]>
   /** The key's jobs counted by status. */
   jobCounts(keyId: string): Promise<Record<JobStatus, number>>
+  /** The key's ledger deltas summed by kind (every kind present, 0 when none). */
+  ledgerSums(keyId: string): Promise<Record<LedgerEntry['kind'], number>>
 }
 
 const TABLE = (int: string, serial: string) => `
@@ -113,3 +115,5 @@ export function changes(k: ApiKey, p: KeyPatch): boolean {
 }
 
 export const JOB_STATUSES: readonly JobStatus[] = ['CONVERTING', 'COMPLETED', 'ERROR']
+export const LEDGER_KINDS: readonly LedgerEntry['kind'][] = ['grant', 'topup', 'adjust', 'debit', 'refund', 'trial', 'trial_refund']
+export const zeroSums = () => Object.fromEntries(LEDGER_KINDS.map((k) => [k, 0])) as Record<LedgerEntry['kind'], number>

@@ -89,6 +89,10 @@ for (const b of backends) {
     t.equal(led[0].kind, 'topup')
     t.same((await s.audit.ledgerPage(k.id, 1, led[0].id)).map((r) => r.id), [led[1].id])
     t.match(await s.audit.jobCounts(k.id), { CONVERTING: 10 - adjusts.length, COMPLETED: 0, ERROR: 0 })
+    const sums: Record<string, number> = {}
+    for (const r of await s.ledger(k.id)) sums[r.kind] = (sums[r.kind] ?? 0) + r.delta
+    t.same(await s.audit.ledgerSums(k.id), { grant: 0, topup: 0, adjust: 0, debit: 0, refund: 0, trial: 0, trial_refund: 0, ...sums }, 'the sums by kind')
+    t.match(sums, { grant: 100, topup: 7 })
     const rec = await s.audit.record({ actor: 'cli', requestId: null, action: 'quotas.set', keyId: k.id, before: { overrides: {} }, after: { overrides: { maxJobsInFlight: 1 } }, delta: null, reason: null })
     t.match((await s2.audit.list({ limit: 1 }))[0], { id: rec.id, actor: 'cli', after: { overrides: { maxJobsInFlight: 1 } } })
   })
