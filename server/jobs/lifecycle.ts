@@ -42,6 +42,7 @@
  * Time estimates (server/jobs/eta.ts, with `eta` in the deps): start() and every progress write store the run's
  * expected finish; a completed run's time per unit of work feeds the (model, backend) moving average.
  */
+import { randomUUID } from 'node:crypto'
 import { CANCELED_CODE, type ErrorCode } from '../errors.js'
 import type { Queue } from '../queue/types.js'
 import type { DebitResult, JobKind, NewJob, Store } from '../store/types.js'
@@ -132,6 +133,8 @@ export class JobLifecycle {
   /** Results being delivered by this process (after their runs ended): aborted by shutdown(). */
   private readonly deliveries = new Map<string, { stop: AbortController; done: Promise<void> }>()
   private stopping = false
+  /** This process's id in the run log (server/store/job-runs.ts). */
+  private readonly runner = randomUUID()
 
   constructor(private readonly d: LifecycleDeps) {
     // BullMQ's failure hook: a job the shared queue gave up on (attempts or stalls exhausted) ends here.
@@ -203,17 +206,25 @@ export class JobLifecycle {
     if (this.stopping) return null
     const job = await this.d.store.getJob(jobId)
     if (!job || job.status !== 'CONVERTING') return null
-    const attempt = await this.write(jobId, () => this.d.store.startAttempt(jobId))
+    // the attempt counts unless the previous run died with its process in company (server/store/job-runs.ts)
+    const { attempt, interrupted } = await this.write(jobId, () => this.d.store.runs.begin(jobId, this.runner, this.d.maxAttempts))
+    if (interrupted) {
+      this.d.log.warn({ job: jobId, attempt, suspects: interrupted.suspects }, interrupted.forgiven
+        ? 'the previous run died with its process among others: its attempt is given back'
+        : 'the previous run died with its process: one attempt used')
+    }
     // a delivery that ends the job at once still counts as a (zero-length) run of this process
     if (attempt > this.d.maxAttempts) {
       // a job whose result exists cannot fail any more: it completes (its delivery not tried again)
       if (job.resultKey) await this.completeStored(ref(job), job.resultKey, { attempt, ms: 0 })
       else await this.failWaiting(jobId, 100500006, `job did not finish after ${this.d.maxAttempts} attempts`, { attempt, ms: 0 })
+      this.endRun(jobId)
       return null
     }
     const typed = decodeJob(job)
     if (typeof typed === 'string') {
       await this.failWaiting(jobId, 100403000, typed, { attempt, ms: 0 })
+      this.endRun(jobId)
       return null
     }
     const run = new ActiveRun(this, typed, attempt)
@@ -289,6 +300,13 @@ export class JobLifecycle {
     return jobs.length
   }
 
+  /** Puts a job whose run this process released back into the queue (an engine thread that died under it, on the
+   *  in-process queue: server/jobs/runner.ts); its next start counts the attempt. */
+  async requeue(jobId: string): Promise<void> {
+    const job = await this.d.store.getJob(jobId)
+    if (job?.status === 'CONVERTING' && !this.runs.has(jobId)) await this.d.queue.enqueue(jobId, { keyId: job.keyId, force: true })
+  }
+
   /** Jobs whose result is stored but that no process completed within `staleMs` (their delivery was cut by the
    *  crash of the process delivering it: a shared queue no longer holds them) go back into the queue, so that a
    *  worker delivers and completes them. Returns how many. */
@@ -329,6 +347,12 @@ export class JobLifecycle {
   /** @internal */
   runEnded(run: ActiveRun): void {
     if (this.runs.get(run.job.id) === run) this.runs.delete(run.job.id)
+    this.endRun(run.job.id)
+  }
+
+  /** The run log's row of a run of this process goes (its run ended here; server/store/job-runs.ts). */
+  private endRun(jobId: string): void {
+    this.d.store.runs.end(jobId, this.runner).catch((err) => this.d.log.warn({ err, job: jobId }, 'run log not updated'))
   }
 
   /** @internal */
@@ -398,7 +422,9 @@ export class JobLifecycle {
   async runFail(run: ActiveRun, info: RunInfo, errorCode: ErrorCode, message: string): Promise<boolean> {
     // the job timeout is the input's fault unless the box ran the job slowly (server/jobs/refund.ts)
     const timedOut = errorCode === 100500007 && run.signal.reason instanceof RunAborted && run.signal.reason.why === 'timeout'
-    const cause = timedOut ? timeoutCause({ progress: run.writtenProgress, elapsedMs: info.ms, expectedMs: run.expectedMs }) : 'failed'
+    // the expected time read again when the run started without one (the engine was still loading then)
+    const expectedMs = timedOut ? run.expectedMs ?? await this.d.eta?.expectedMs(run.job).catch(() => null) ?? null : null
+    const cause = timedOut ? timeoutCause({ progress: run.writtenProgress, elapsedMs: info.ms, expectedMs }) : 'failed'
     const ok = await this.write(run.job.id, () => this.d.store.failJob(run.job.id, errorCode, message, cause))
     if (ok) {
       this.d.log.warn({ job: run.job.id, code: errorCode, msg: message }, 'job failed')

@@ -28,7 +28,8 @@
  *   while the job waited, shutdown-related aborts), and any code not in the table (fails safe for the customer).
  * - timeouts (timeoutCause()): the job timeout is charged to the input only when the run progressed at no less
  *   than half the speed the service measured for this model on this backend (server/jobs/eta.ts: the expected
- *   run time of the job's priced work), i.e. progress/100 >= (elapsed / expected) / SLOW_FACTOR. A box that ran
+ *   run time of the job's priced work; read at the run's start, or at the timeout when the engine was still loading
+ *   then), i.e. progress/100 >= (elapsed / expected) / SLOW_FACTOR. A box that ran
  *   the job slower than that (overloaded, throttled) caused the timeout: everything back (the lifecycle passes
  *   cause 'service'). Without a measured speed (no run of the model has completed on this backend) the timeout
  *   is the input's: a key that only ever times out on a model nobody else runs would otherwise keep it unmeasured

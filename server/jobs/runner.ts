@@ -3,6 +3,12 @@
  * settled through the lifecycle (completed, failed, released). The queue calls the function makeRunner()
  * returns once per delivery of a job id. A job whose result is already stored (its delivery to output_put_url
  * was cut by a shutdown or crash) is not run again: its result is delivered and the job completes.
+ *
+ * An engine thread that dies under a job (piscina rejects only the task that ran on it: the other threads and their
+ * jobs go on) is a crash of that job alone: its run is released and the job queued again (in-process queue; a shared
+ * queue retries it as any thrown run), so that crash uses one of ITS attempts (LUCENT_JOB_MAX_ATTEMPTS, counted by
+ * lifecycle start(); over them: ERROR 100500006, refunded in full). A whole process that dies is settled by the run
+ * log at the next start (server/store/job-runs.ts).
  */
 import { deliveryFor } from './output-put.js'
 import { settleAborted, type JobLifecycle, type Run } from './lifecycle.js'
@@ -21,6 +27,13 @@ export type RunnerDeps = PhotoRunnerDeps & VideoRunnerDeps & {
  *  released at shutdown (the job stays CONVERTING: a shared queue hands it to another worker). */
 export type RunOutcome = 'none' | 'ended' | 'released'
 
+/** piscina's rejection of the task whose thread exited (made in this thread, so its properties survive), or the
+ *  pool's own error for it when it has one (`code: 'engine_thread_died'`). */
+export function isThreadDeath(e: unknown): boolean {
+  const x = e as { code?: unknown; message?: unknown } | null
+  return x?.code === 'engine_thread_died' || (typeof x?.message === 'string' && /^worker exited with code/.test(x.message))
+}
+
 const isPhoto = (r: Run): r is Run<PhotoJob> => r.job.kind === 'photo'
 const isVideo = (r: Run): r is Run<VideoJob> => r.job.kind === 'video'
 
@@ -36,7 +49,11 @@ export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome
       else if (isVideo(r)) await runVideo(d, r)
     } catch (e) {
       if (r.signal.aborted) await settleAborted(r)
-      else if (d.retry?.(e, r.attempt)) {
+      else if (!d.retry && isThreadDeath(e)) {
+        d.log.warn({ job: r.job.id, attempt: r.attempt, err: e }, 'the engine thread running the job died: the job is queued again')
+        r.release('retry')
+        await d.jobs.requeue(r.job.id)
+      } else if (d.retry?.(e, r.attempt)) {
         r.release('retry')
         throw e
       } else await r.fail(100500000, String((e as Error)?.message ?? e))

@@ -19,7 +19,7 @@ const LedgerRow = Type.Object({
   delta: Type.Integer({ description: 'coins: negative for a debit' }),
   balance_after: Type.Integer(),
   at: Type.String({ description: 'ISO 8601' }),
-  reason: Type.Optional(Type.String({ description: "why a refund was given ('canceled while waiting', 'canceled at 40%', 'failed 100500007'; docs/api.md money policy); absent on other rows" })),
+  reason: Type.Optional(Type.String({ description: "why a refund was given ('canceled while waiting', 'canceled at 40%', 'failed 100500003' (the service's failure: all back), 'input failed 100400002 at 83%' (the input's: the unprocessed share); docs/api.md money policy); absent on other rows" })),
 })
 
 export const AccountData = Type.Object({

@@ -13,6 +13,7 @@ import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
 import { OWN_MODELS_MIGRATION_PG, PgOwnModels } from './own-models.js'
 import { PgQuotas, QUOTAS_MIGRATION_PG } from './quotas-postgres.js'
+import { JOB_RUNS_SCHEMA_PG, PgRuns } from './job-runs.js'
 import { AUDIT_MIGRATION_PG } from './audit.js'
 import { PgAudit } from './audit-postgres.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
@@ -170,6 +171,7 @@ export class PgStore implements Store {
   readonly quotas: PgQuotas
   readonly audit: PgAudit
   private closed = false
+  readonly runs: PgRuns
 
   private constructor(url: string, o: PgStoreOptions) {
     this.pool = new pg.Pool({ connectionString: url, max: o.max ?? 10, types: typeParser as pg.CustomTypesConfig, ...o.pool })
@@ -180,6 +182,7 @@ export class PgStore implements Store {
     this.quotas = new PgQuotas(this.pool)
     this.audit = new PgAudit(this.pool, { toKey: (r) => toKey(r as KeyRow), toLedger: (r) => toLedger(r as LedgerRow), insertKey })
   }
+    this.runs = new PgRuns(this.pool)
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */
   static async open(url: string, o: PgStoreOptions = {}): Promise<PgStore> {
@@ -207,6 +210,8 @@ export class PgStore implements Store {
       }
     })
   }
+      // schemas of their own (CREATE ... IF NOT EXISTS, under the same lock): the run log (./job-runs.ts)
+      await c.query(JOB_RUNS_SCHEMA_PG)
 
   /** Schema version after migrations (for ops/tests). */
   async schemaVersion(): Promise<number> {

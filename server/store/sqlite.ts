@@ -8,6 +8,7 @@ import { OWN_MODELS_SCHEMA_SQLITE, SqliteOwnModels } from './own-models.js'
 import { AUDIT_SCHEMA_SQLITE } from './audit.js'
 import { SqliteAudit } from './audit-sqlite.js'
 import { SqliteQuotas } from './quotas-sqlite.js'
+import { SqliteRuns } from './job-runs.js'
 import { refundFor, type EndCause } from '../jobs/refund.js'
 
 const SCHEMA = `
@@ -124,6 +125,7 @@ export class SqliteStore implements Store {
   readonly ownModels: SqliteOwnModels
   readonly audit: SqliteAudit
   readonly quotas: SqliteQuotas
+  readonly runs: SqliteRuns
   private s
   private txDebit: Database.Transaction<(j: NewJob) => DebitResult>
   private txFail: Database.Transaction<(id: string, code: number, msg: string, cause: EndCause) => boolean>
@@ -151,6 +153,8 @@ export class SqliteStore implements Store {
     this.ownModels = new SqliteOwnModels(this.db)
     // --- per-key quotas: overrides and stored objects (./quotas-sqlite.ts applies its schema) ---
     this.quotas = new SqliteQuotas(this.db)
+    // --- the run log: which process runs which job (./job-runs.ts applies its schema) ---
+    this.runs = new SqliteRuns(this.db)
     const db = this.db
     this.s = {
       keyByHash: db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?'),

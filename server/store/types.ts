@@ -5,6 +5,7 @@ import type { OwnModelStore } from './own-models.js'
 import type { AuditStore } from './audit.js'
 import type { QuotaStore } from './quotas.js'
 import type { EndCause } from '../jobs/refund.js'
+import type { RunLog } from './job-runs.js'
 
 export interface ApiKey {
   id: string
@@ -157,6 +158,8 @@ export interface Store {
   readonly audit: AuditStore
   /** Per-key quotas: stored bytes / files, jobs in flight (./quotas.ts). */
   readonly quotas: QuotaStore
+  /** Which process runs which job now: a crash charges attempts only where it can be known (./job-runs.ts). */
+  readonly runs: RunLog
   /** The key's newest `limit` ledger rows, newest first. */
   recentLedger(keyId: string, limit: number): Promise<LedgerEntry[]>
   /** Extension: record the state of a job's output PUT (insert or replace). */
