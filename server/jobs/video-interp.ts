@@ -13,8 +13,8 @@
  * Once the schedule is done, later batches are skipped.
  *
  * Super-resolution only where the output needs it (issue 29): with SR after interpolation's order (1x / 2x
- * models), only the source frames some output frame lies on or between go through SR (each once: the highest
- * one enhanced is kept for the next piece / batch / the flush); interpolation gets those frames, compacted
+ * models), only the source frames some output frame lies on or between go through SR (each once: the last two
+^ * enhanced are kept for the next piece / batch / the flush); interpolation gets those frames, compacted
  * (a pair of neighbours stays a pair, so every position keeps its t). A packet flood (1,000 frames in half a
  * second, `fps: 8`) sends a handful of frames through SR, not 1,000. server/video/plan.ts `scheduleDemand`
  * counts the same frames for the price and the work budget.
@@ -50,8 +50,10 @@ export function interpProcessor(schedule: FrameSchedule, order: InterpPlan['orde
   let cuts = 0
   /** The source frames the current batch made available: [base, base + n), the previous batch's last one first. */
   let raw: { data: Buffer; base: number; n: number; width: number; height: number } | null = null
-  /** SR after: the highest source frame enhanced so far (positions only move forward: the one reused). */
-  let srLast: { index: number; data: Buffer; width: number; height: number } | null = null
+  /** SR after: the two highest source frames enhanced so far (positions only move forward: a piece may start
+   *  between the last pair of the one before). */
+  let srKept = new Map<number, Buffer>()
+  let srSize: { width: number; height: number } | null = null
   /** Size of the frames handed on so far (what a batch with no output frame reports). */
   let outSize: { width: number; height: number } | null = null
 
@@ -66,20 +68,17 @@ export function interpProcessor(schedule: FrameSchedule, order: InterpPlan['orde
 
   /** The enhanced source frames `idx` (ascending, distinct), each enhanced at most once. */
   const enhanced = async (idx: number[]): Promise<{ frames: Buffer[]; width: number; height: number }> => {
-    const out: Buffer[] = []
-    let size = srLast ? { width: srLast.width, height: srLast.height } : null
-    const todo = idx.filter((i) => !(srLast && i === srLast.index))
-    const done = new Map<number, Buffer>()
+    const todo = idx.filter((i) => !srKept.has(i))
+    const done = new Map(srKept)
     for (let k = 0; k < todo.length; k += srBatch) {
       const part = todo.slice(k, k + srBatch)
       const sr = await steps.enhance!(Buffer.concat(part.map(rawFrame)), raw!.width, raw!.height, part.length)
-      size = { width: sr.width, height: sr.height }
+      srSize = { width: sr.width, height: sr.height }
       part.forEach((i, j) => done.set(i, frameOf(sr.data, sr.width, sr.height, j)))
     }
-    for (const i of idx) out.push(srLast && i === srLast.index ? srLast.data : done.get(i)!)
-    const top = idx[idx.length - 1]
-    srLast = { index: top, data: out[out.length - 1], ...size! }
-    return { frames: out, ...size! }
+    const frames = idx.map((i) => done.get(i)!)
+    srKept = new Map(idx.slice(-2).map((i) => [i, done.get(i)!]))
+    return { frames, ...srSize! }
   }
 
   /** The next piece of output: at most `max` positions; null when the frames decoded so far make no more. */
@@ -90,7 +89,7 @@ export function interpProcessor(schedule: FrameSchedule, order: InterpPlan['orde
     // the source frames these positions lie on or between, compacted: p -> (its left frame's place) + t
     const idx: number[] = []
     for (const p of ps) {
-      for (const i of [Math.floor(p), Math.ceil(p)]) if (idx[idx.length - 1] !== i) idx.push(i)
+      for (const i of [Math.floor(p), Math.ceil(p)]) if (!idx.length || i > idx[idx.length - 1]) idx.push(i)
     }
     const place = new Map(idx.map((i, k) => [i, k]))
     const local = ps.map((p) => place.get(Math.floor(p))! + (p - Math.floor(p)))

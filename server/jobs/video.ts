@@ -59,15 +59,25 @@ export interface VideoRunnerDeps {
 /** A job that would do more work than its plan priced fails with this code (the work meter, issue 29). */
 export const BUDGET_CODE: ErrorCode = (Object.hasOwn(ERRORS, 110400015) ? 110400015 : 110400008) as ErrorCode
 
-/** Whether the engine's per-call `budget` exists (the addon's types say so): else it is not passed. */
-let engineBudget: boolean | null = null
-async function engineHasBudget(): Promise<boolean> {
-  if (engineBudget === null) {
+/** The engine's per-call budget rules (server/jobs/budget.ts: work units of a batch of frames, faces included, and
+ *  of interpolated frames), where that module and the addon's `budget` option exist; null: calls go unbudgeted by
+ *  the engine (the gateway's work meter still bounds the job). */
+interface BudgetRules {
+  framesBudget: (frames: number, outW: number, outH: number, faces?: boolean) => number
+  interpBudget: (frames: number, w: number, h: number) => number
+  usesFaces: (kind: 'photo' | 'video', name: string) => boolean
+}
+let budgetRules: Promise<BudgetRules | null> | null = null
+function engineBudget(): Promise<BudgetRules | null> {
+  budgetRules ??= (async () => {
     const fsd = await import('node:fs/promises')
-    const url = new URL('../../native/node/index.d.ts', import.meta.url)
-    engineBudget = await fsd.readFile(url, 'utf8').then((t) => /\bbudget\?:\s*number/.test(t)).catch(() => false)
-  }
-  return engineBudget
+    const types = await fsd.readFile(new URL('../../native/node/index.d.ts', import.meta.url), 'utf8').catch(() => '')
+    if (!/\bbudget\?:\s*number/.test(types)) return null
+    const spec = './budget.js'
+    const m = (await import(spec).catch(() => null)) as Partial<BudgetRules> | null
+    return m?.framesBudget && m.interpBudget && m.usesFaces ? (m as BudgetRules) : null
+  })()
+  return budgetRules
 }
 
 /** Frames per engine call (server/video/job.ts, the one video job of the server and `lucent enhance`). */
@@ -119,21 +129,18 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
         throw e
       }
     }
-    const budget = await engineHasBudget()
-    const strip = <T extends { budget?: number }>(o: T): T => {
-      if (budget) return o
-      const { budget: _b, ...rest } = o
-      return rest as T
-    }
+    // each engine call bounded by its own frames' work (faces included) where the engine meters itself
+    const rules = await engineBudget()
+    const faces = rules?.usesFaces('video', model.name) ?? false
     const engine: FrameEngine = {
       enhanceFrames: async (frames, o0) => {
-        const o = strip(o0)
+        const o = rules ? { ...o0, budget: rules.framesBudget(o0.count, o0.width * model.scale, o0.height * model.scale, faces) } : o0
         const out = await d.pool.enhanceFrames(frames, own.network ? { ...o, network: own.network } : o, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height, faceState: out.faceState }
       },
       interpolateFrames: async (frames, o) => {
-        const out = await d.pool.interpolateFrames(frames, strip(o), { signal: run.signal })
+        const out = await d.pool.interpolateFrames(frames, rules ? { ...o, budget: rules.interpBudget(o.positions.length, o.width, o.height) } : o, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), cuts: out.cuts }
       },

@@ -12,8 +12,8 @@
  * With a video plan (server/video/plan.ts, the server's jobs): the planned stream is decoded (by its index, read
  * as the planned container), scaled to the network's planned input size, the schedule is the plan's, and a work
  * meter (server/video/meter.ts) counts every frame decoded and every frame x output megapixel sent to a network
- * against the plan: past it (+ the margin) the job stops (TranscodeError 'engine', code 'budget_exceeded'). Each
- * engine call also gets the meter's remaining work as `budget` (used by an engine that meters itself).
+ * against the plan: past it (+ the margin) the job stops (TranscodeError 'engine', code 'budget_exceeded'). The
+ * engine's own per-call budget (faces included) is the runner's to add (server/jobs/video.ts).
  */
 import type { VideoSettings } from '../config.js'
 import type { VideoModel } from '../catalog.js'
@@ -53,9 +53,9 @@ export function videoInputError(pr: VideoProbe, model: Pick<VideoModel, 'name' |
 /** The engine's two video calls, from the server's pool or the CLI's addon; each throws on failure (an error
  *  with the engine's `code`). `faceState`: the face tracker's opaque state, carried from batch to batch. */
 export interface FrameEngine {
-  enhanceFrames: (frames: Buffer, o: { model: string; width: number; height: number; count: number; faceState?: Uint8Array; budget?: number }) =>
+  enhanceFrames: (frames: Buffer, o: { model: string; width: number; height: number; count: number; faceState?: Uint8Array }) =>
     Promise<{ data: Buffer; width: number; height: number; faceState?: Uint8Array }>
-  interpolateFrames: (frames: Buffer, o: { width: number; height: number; count: number; positions: number[]; budget?: number }) =>
+  interpolateFrames: (frames: Buffer, o: { width: number; height: number; count: number; positions: number[] }) =>
     Promise<{ data: Buffer; cuts: number[] }>
 }
 
@@ -125,8 +125,7 @@ export async function runVideoJob(o: VideoJobOptions): Promise<VideoJobResult> {
   let faceState: Uint8Array | undefined
   const enhance = async (frames: Buffer, width: number, height: number, count: number) => {
     meter?.charge(count, width * model.scale, height * model.scale, 'enhanceFrames')
-    const budget = meter ? { budget: meter.remaining + (count * width * model.scale * height * model.scale) / 1e6 } : {}
-    const out = await o.engine.enhanceFrames(frames, { model: model.name, width, height, count, faceState, ...budget })
+    const out = await o.engine.enhanceFrames(frames, { model: model.name, width, height, count, faceState })
     faceState = out.faceState
     return { data: out.data, width: out.width, height: out.height }
   }
@@ -134,8 +133,7 @@ export async function runVideoJob(o: VideoJobOptions): Promise<VideoJobResult> {
     enhance: model.interpolation ? null : enhance,
     interpolate: (frames, width, height, count, positions) => {
       meter?.charge(positions.length, width, height, 'interpolateFrames')
-      const budget = meter ? { budget: meter.remaining + (positions.length * width * height) / 1e6 } : {}
-      return o.engine.interpolateFrames(frames, { width, height, count, positions, ...budget })
+      return o.engine.interpolateFrames(frames, { width, height, count, positions })
     },
   }, { maxFrames: 2 * batchFor(w, h, model.scale, tools.batchMb) })
   // Interpolation makes up to 8 frames per source frame: fewer source frames per batch.

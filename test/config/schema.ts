@@ -62,7 +62,7 @@ t.test('defaults are those of before the schema', async (t) => {
   t.equal(c.ratePerSec, 10)
   t.equal(c.queueMax, 1000)
   t.equal(c.pricesFile, undefined)
-  t.same(c.video, { ffmpeg: 'ffmpeg', ffprobe: 'ffprobe', mkvmerge: 'mkvmerge', crf: 18, preset: 'medium', batchMb: 64, tmpDir: os.tmpdir() })
+  t.same(c.video, { ffmpeg: 'ffmpeg', ffprobe: 'ffprobe', mkvmerge: 'mkvmerge', crf: 18, preset: 'medium', batchMb: 64, tmpDir: os.tmpdir(), probeTimeoutMs: 60_000 })
   t.equal(c.fetchMaxBytes, 256 * 1024 * 1024)
   t.equal(c.fetchMaxVideoBytes, 1024 * 1024 * 1024)
   t.equal(c.fetchTimeoutMs, 30_000)
