@@ -180,7 +180,6 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'LUCENT_VIDEO_PRESET', type: 'string', default: 'medium', doc: 'x264/x265 preset of video output', readers: ['server', 'cli'], group: G.video },
   { name: 'LUCENT_VIDEO_BATCH_MB', type: 'int', default: 64, min: 1, max: 4096, lenient: true, unit: 'MiB', doc: 'Target size of one batch of output frames (1..8 frames per batch; other values: the default)', readers: ['server', 'cli'], group: G.video },
   { name: 'LUCENT_VIDEO_PROBE_TIMEOUT_MS', type: 'duration', default: 60_000, min: 1, unit: 'ms', doc: 'Most time the count of a video\'s frames (its packet listing) may take at submission; past it the video is refused (110400008, nothing debited)', readers: ['server', 'cli'], group: G.video },
-  { name: 'LUCENT_VIDEO_PROBE_TIMEOUT_MS', type: 'duration', default: 60_000, min: 1, unit: 'ms', doc: 'Most time the count of a video\'s frames (its packet listing) may take at submission; past it the video is refused (110400008, nothing debited)', readers: ['server', 'cli'], group: G.video },
   { name: 'LUCENT_VIDEO_TMP', type: 'path', default: () => os.tmpdir(), defaultDoc: 'the OS temp dir', doc: 'Directory of a video job\'s temporary files', readers: ['server', 'cli'], group: G.video },
 
   // --- models
