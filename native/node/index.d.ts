@@ -45,7 +45,7 @@ export interface CatalogEntry {
  * The stable engine error codes: every Error thrown or rejected by this package has one of these
  * as its `code` (mapped once to the API's error_code by the server).
  */
-export type EngineErrorCode = 'unsupported_format' | 'image_too_large' | 'decode_failed' | 'encode_failed' | 'gpu_unavailable' | 'device_lost' | 'model_missing' | 'model_invalid' | 'unknown_model' | 'invalid_argument' | 'aborted' | 'internal'
+export type EngineErrorCode = 'unsupported_format' | 'image_too_large' | 'decode_failed' | 'encode_failed' | 'gpu_unavailable' | 'device_lost' | 'model_missing' | 'model_invalid' | 'unknown_model' | 'invalid_argument' | 'aborted' | 'budget_exceeded' | 'internal'
 
 export interface EngineInfo {
   backend: 'gpu' | 'cpu'
@@ -190,6 +190,11 @@ export interface EnhanceOptions {
    * only names it in messages).
    */
   network?: NetworkFile
+  /**
+   * Work units (output megapixels through the networks, see `work`) this call may spend; absent:
+   * unbounded. The call stops with `budget_exceeded` before a network run that would pass it.
+   */
+  budget?: number
 }
 
 export interface EnhanceResult {
@@ -202,6 +207,11 @@ export interface EnhanceResult {
   decodeMs: number
   runMs: number
   encodeMs: number
+  /**
+   * Work units spent: output megapixels delivered by each network run (the base network's
+   * output, each face's region at the output's scale; tile overlap not counted).
+   */
+  work: number
 }
 
 /** Every engine error code, in the core table's order (tests check the server maps each one). */
@@ -239,8 +249,13 @@ export interface FramesOptions {
    * for a video's first batch. Models that keep no state ignore it.
    */
   faceState?: Buffer
-  /** Bring your own model: run this network file instead of the catalog model `model`. */
+  /**
+   * Bring your own model: run this network file instead of the catalog model `model`. Its
+   * `maxInMp` / `maxOutMp` are per-frame limits here (default 70 in, 36 out).
+   */
   network?: NetworkFile
+  /** Work units this call may spend (see `EnhanceOptions.budget`); absent: unbounded. */
+  budget?: number
 }
 
 export interface FramesResult {
@@ -253,6 +268,8 @@ export interface FramesResult {
    * `faceState` with the next batch of the same video.
    */
   faceState?: Buffer
+  /** Work units spent (output megapixels through the networks, see `EnhanceResult.work`). */
+  work: number
 }
 
 /** The initialised engine's backend. */
@@ -282,6 +299,11 @@ export interface InterpolateOptions {
    * at time t between frames i and i + 1; a whole number copies that frame.
    */
   positions: Array<number>
+  /**
+   * Work units this call may spend (each interpolated frame: its megapixels); absent: unbounded.
+   * The call stops with `budget_exceeded` before a RIFE run that would pass it.
+   */
+  budget?: number
 }
 
 export interface InterpolateResult {
@@ -292,6 +314,8 @@ export interface InterpolateResult {
   count: number
   /** Output indices copied from the nearer frame because their pair is a scene cut. */
   cuts: Array<number>
+  /** Work units spent: the megapixels of the frames RIFE made (copies and cuts are free). */
+  work: number
 }
 
 /** Engine category: 'enhance' (DPI honoured) or 'generative' (DPI ignored). */

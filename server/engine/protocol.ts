@@ -24,7 +24,8 @@ export interface InterpTask {
   op: 'interp'
   input: Uint8Array
   port: MessagePort
-  options: { width: number; height: number; count: number; positions: number[] }
+  /** `budget`: work units (interpolated frames x their megapixels) this call may spend; absent: unbounded. */
+  options: { width: number; height: number; count: number; positions: number[]; budget?: number }
 }
 /** Drop a loaded own-model network (the addon's forgetNetwork; the engine is one per process). */
 export interface ForgetTask { op: 'forget'; path: string }
@@ -33,10 +34,12 @@ export type EngineTask = InitTask | EnhanceTask | FramesTask | InterpTask | Forg
 export interface Failure { ok: false; error_code: EngineErrorCode; message: string }
 
 export type InitReply = { ok: true; info: EngineInfo; models: string[] } | Failure
-export type EnhanceReply = { ok: true; data: Uint8Array; width: number; height: number; format: string; ms: number } | Failure
-export type FramesReply = { ok: true; data: Uint8Array; width: number; height: number; faceState?: Uint8Array } | Failure
+/** `work`: the work units the call spent (the engine's meter: output megapixels through its networks; server/jobs/budget.ts);
+ *  always set by the engine threads (optional for the runners' fake pools). */
+export type EnhanceReply = { ok: true; data: Uint8Array; width: number; height: number; format: string; ms: number; work?: number } | Failure
+export type FramesReply = { ok: true; data: Uint8Array; width: number; height: number; faceState?: Uint8Array; work?: number } | Failure
 
-export type InterpReply = { ok: true; data: Uint8Array; width: number; height: number; count: number; cuts: number[] } | Failure
+export type InterpReply = { ok: true; data: Uint8Array; width: number; height: number; count: number; cuts: number[]; work?: number } | Failure
 
 export type ForgetReply = { ok: true; forgotten: boolean } | Failure
 

@@ -67,7 +67,7 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
         task.port.postMessage({ t: 'progress', pct: p } satisfies ToMain)
       }
     })
-    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, format: r.format, ms: r.ms })
+    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, format: r.format, ms: r.ms, work: r.work })
   },
 
   // Video: one batch of RGB24 frames (server/jobs/video.ts drives the whole video through these calls).
@@ -77,7 +77,7 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
     const { faceState, ...rest } = task.options
     // Face-aware video models: the engine's face-box tracker state, carried from batch to batch.
     const r = await a.enhanceFrames(input, faceState ? { ...rest, faceState: Buffer.from(faceState) } : rest, abortOn(task.port))
-    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, faceState: r.faceState ? new Uint8Array(r.faceState) : undefined })
+    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, faceState: r.faceState ? new Uint8Array(r.faceState) : undefined, work: r.work })
   },
 
   // Video frame-rate conversion: one batch (server/jobs/video.ts + server/video/interp.ts plan the positions).
@@ -85,7 +85,7 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
     const a = engine()
     const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
     const r = await a.interpolateFrames(input, task.options, abortOn(task.port))
-    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, count: r.count, cuts: r.cuts })
+    return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, count: r.count, cuts: r.cuts, work: r.work })
   },
 
   async forget(task) {

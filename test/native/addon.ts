@@ -50,7 +50,7 @@ t.test('init, info, catalog', { skip }, async (t) => {
   t.match(face.face, { base: 'sr/realesr-general-x4v3', faceNet: 'sr/realesrgan-x4plus', strength: 0.55 })
   t.ok(cat.some((m) => m.kind === 'video' && m.name === 'general_restore_2x'))
   t.same(cat.find((m) => m.name === 'detail_denoise_1x')!.aliases, ['detail_denoise'])
-  t.same(lucent.errorCodes().slice(-2), ['aborted', 'internal'])
+  t.same(lucent.errorCodes().slice(-3), ['aborted', 'budget_exceeded', 'internal'])
 })
 
 t.test('probe', { skip }, async (t) => {

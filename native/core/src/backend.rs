@@ -6,22 +6,44 @@
 use crate::error::{Code, Error, Result};
 use crate::ncnn::Net;
 use crate::tensor::Tensor;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Cooperative cancellation, checked by backends between layers / tiles.
+/// One call's control token, checked by backends between layers / tiles and by the pipelines
+/// before each network run: cooperative cancellation, and the call's work meter (issue 29).
+///
+/// The meter counts work units in output pixels: the pixels each network run delivers to the
+/// call's result, at the output's scale (the engine's pipelines say what they charge; tile overlap
+/// and a network's internal scale above the model's are the engine's own cost and do not count).
+/// With a budget ([`Cancel::with_budget`]) a charge that would take the count past it fails with
+/// `budget_exceeded` BEFORE the network runs, and nothing is counted for it. Clones share both
+/// the flag and the meter.
 #[derive(Clone, Default, Debug)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    meter: Arc<Meter>,
+}
+
+#[derive(Default, Debug)]
+struct Meter {
+    /// Output pixels the call may spend; None: unbounded.
+    budget: Option<u64>,
+    spent: AtomicU64,
+}
 
 impl Cancel {
     pub fn new() -> Self {
         Self::default()
     }
+    /// A token whose meter allows `budget` output pixels (None: unbounded, counting only).
+    pub fn with_budget(budget: Option<u64>) -> Self {
+        Cancel { flag: Arc::default(), meter: Arc::new(Meter { budget, spent: AtomicU64::new(0) }) }
+    }
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst)
+        self.flag.store(true, Ordering::SeqCst)
     }
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.flag.load(Ordering::Relaxed)
     }
     /// `Err(aborted)` once cancelled.
     pub fn check(&self) -> Result<()> {
@@ -30,6 +52,35 @@ impl Cancel {
         } else {
             Ok(())
         }
+    }
+    /// Count `px` output pixels of work about to be done for `what`: `Err(budget_exceeded)` (and
+    /// nothing counted) when that would pass the budget. Call it before the work, never after.
+    pub fn charge(&self, px: u64, what: &str) -> Result<()> {
+        let m = &self.meter;
+        let mut cur = m.spent.load(Ordering::Relaxed);
+        loop {
+            let next = cur.saturating_add(px);
+            if let Some(b) = m.budget {
+                if next > b {
+                    return Err(Error::new(
+                        Code::BudgetExceeded,
+                        format!("{what} needs {px} px of work; {cur} of the call's budget of {b} px are spent"),
+                    ));
+                }
+            }
+            match m.spent.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(v) => cur = v,
+            }
+        }
+    }
+    /// Output pixels charged so far.
+    pub fn work(&self) -> u64 {
+        self.meter.spent.load(Ordering::Relaxed)
+    }
+    /// The budget in output pixels (None: unbounded).
+    pub fn budget(&self) -> Option<u64> {
+        self.meter.budget
     }
 }
 

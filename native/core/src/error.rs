@@ -17,11 +17,13 @@ pub enum Code {
     UnknownModel,
     InvalidArgument,
     Aborted,
+    /// The call's work meter ([`crate::Cancel::with_budget`]) would pass the call's budget.
+    BudgetExceeded,
     Internal,
 }
 
 impl Code {
-    pub const ALL: [Code; 12] = [
+    pub const ALL: [Code; 13] = [
         Code::UnsupportedFormat,
         Code::ImageTooLarge,
         Code::DecodeFailed,
@@ -33,6 +35,7 @@ impl Code {
         Code::UnknownModel,
         Code::InvalidArgument,
         Code::Aborted,
+        Code::BudgetExceeded,
         Code::Internal,
     ];
 
@@ -50,6 +53,7 @@ impl Code {
             Code::UnknownModel => "unknown_model",
             Code::InvalidArgument => "invalid_argument",
             Code::Aborted => "aborted",
+            Code::BudgetExceeded => "budget_exceeded",
             Code::Internal => "internal",
         }
     }

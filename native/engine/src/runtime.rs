@@ -101,7 +101,26 @@ impl Runtime {
 
     /// Run `spec` tiled from `src` into `dst` (dst = src x spec.scale): colour through the network
     /// with `adapter` around it, alpha through the bicubic resampler. `progress(done, total)` per tile.
+    ///
+    /// The work meter ([`Cancel::charge`]) is charged `dst`'s pixels before the first tile runs
+    /// (the output this run delivers; the tiles' overlap margins are the engine's own cost), so a
+    /// call over its budget stops with `budget_exceeded` before the network runs.
     pub fn run_tiled(
+        &self,
+        spec: &SrSpec,
+        adapter: &dyn TileAdapter,
+        src: RasterRef<'_>,
+        dst: &mut RasterMut<'_>,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
+        cancel.charge(dst.width as u64 * dst.height as u64, &format!("network {} ({}x{} out)", spec.stem, dst.width, dst.height))?;
+        self.run_tiled_precharged(spec, adapter, src, dst, cancel, progress)
+    }
+
+    /// [`Self::run_tiled`] without the meter's charge: for a caller that charged this run in its
+    /// own terms first (the face pipeline charges each face's region at the output's scale).
+    pub(crate) fn run_tiled_precharged(
         &self,
         spec: &SrSpec,
         adapter: &dyn TileAdapter,

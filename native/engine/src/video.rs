@@ -31,22 +31,70 @@ pub struct FramesOutput {
     pub height: usize,
 }
 
+/// Per-frame megapixel limits of a video model: `max_in_mp` for the decoded frame (None: none of
+/// its own), `max_out_mp` for the frame the network makes (input x scale). Catalog video models:
+/// [`catalog::VIDEO_LIMITS`] (36 MP out); an own model: the limits its registry gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    pub max_in_mp: Option<u32>,
+    pub max_out_mp: u32,
+}
+
+impl FrameLimits {
+    /// The catalog's video limits.
+    pub fn catalog() -> FrameLimits {
+        match catalog::VIDEO_LIMITS {
+            catalog::Limits::Video { max_out_mp, .. } => FrameLimits { max_in_mp: None, max_out_mp },
+            catalog::Limits::Photo { max_in_mp, max_out_mp } => FrameLimits { max_in_mp: Some(max_in_mp), max_out_mp },
+        }
+    }
+
+    /// `image_too_large` when a `w` x `h` frame at `scale` is over a limit (checked before any
+    /// output is allocated or any network runs).
+    pub fn check(&self, w: usize, h: usize, scale: usize) -> Result<()> {
+        let inp = w as u64 * h as u64;
+        let out = inp.saturating_mul((scale * scale) as u64);
+        if let Some(m) = self.max_in_mp {
+            if inp > m as u64 * 1_000_000 {
+                return Err(Error::new(Code::ImageTooLarge, format!("frame {w}x{h} is {:.1} MP, over the {m} MP input limit", inp as f64 / 1e6)));
+            }
+        }
+        if out > self.max_out_mp as u64 * 1_000_000 {
+            return Err(Error::new(
+                Code::ImageTooLarge,
+                format!("frame {w}x{h} x{scale} is {:.1} MP out, over the {} MP limit per frame", out as f64 / 1e6, self.max_out_mp),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Run video model `model` over `frames`. `state` is the video's state (None: a fresh one for
-/// this batch only, i.e. face tracks smoothed within the batch).
+/// this batch only, i.e. face tracks smoothed within the batch). Frames over the catalog's
+/// per-frame limit ([`FrameLimits::catalog`]) are refused with `image_too_large`.
 pub fn enhance_frames(rt: &Runtime, frames: Frames<'_>, model: &str, state: Option<&mut VideoState>, cancel: &Cancel) -> Result<FramesOutput> {
     let m = catalog::lookup(Kind::Video, model)?;
-    run_frames(rt, frames, pipelines::for_model(m)?.as_ref(), state, cancel)
+    run_frames(rt, frames, pipelines::for_model(m)?.as_ref(), state, FrameLimits::catalog(), cancel)
 }
 
 /// Bring your own model: [`enhance_frames`] through an operator's network file (see
-/// [`crate::pipelines::custom`]; `multiple`: the side multiple its input needs).
-pub fn enhance_frames_custom(rt: &Runtime, frames: Frames<'_>, path: &str, multiple: usize, cancel: &Cancel) -> Result<FramesOutput> {
+/// [`crate::pipelines::custom`]; `multiple`: the side multiple its input needs), within `limits`.
+pub fn enhance_frames_custom(rt: &Runtime, frames: Frames<'_>, path: &str, multiple: usize, limits: FrameLimits, cancel: &Cancel) -> Result<FramesOutput> {
     let pipeline = crate::pipelines::custom::CustomSr::open(rt, path, multiple)?;
-    run_frames(rt, frames, &pipeline, None, cancel)
+    run_frames(rt, frames, &pipeline, None, limits, cancel)
 }
 
-fn run_frames(rt: &Runtime, frames: Frames<'_>, pipeline: &dyn crate::pipelines::Enhancer, state: Option<&mut VideoState>, cancel: &Cancel) -> Result<FramesOutput> {
+/// The frames through `pipeline`; the pipeline charges the work meter per network run.
+fn run_frames(
+    rt: &Runtime,
+    frames: Frames<'_>,
+    pipeline: &dyn crate::pipelines::Enhancer,
+    state: Option<&mut VideoState>,
+    limits: FrameLimits,
+    cancel: &Cancel,
+) -> Result<FramesOutput> {
     let (w, h, s) = (frames.width, frames.height, pipeline.scale());
+    limits.check(w, h, s)?;
     let (ow, oh) = (w * s, h * s);
     let (frame, oframe, mut out) = frame_batch(frames, ow, oh)?;
     let mut fresh = VideoState::new();
@@ -107,6 +155,8 @@ pub fn interpolate_frames(rt: &Runtime, frames: Frames<'_>, positions: &[f64], c
     if n == 0 {
         return Err(Error::new(Code::InvalidArgument, "no frames to interpolate between"));
     }
+    // RIFE runs at the frames' own size: the catalog's per-frame limit (scale 1).
+    FrameLimits::catalog().check(w, h, 1)?;
     // Checks the input; the output batch holds one frame per position.
     let (frame, _, mut out) = frame_batch(Frames { count: n, ..frames }, 0, 0)?;
     let total = frame.checked_mul(positions.len()).ok_or_else(|| Error::new(Code::ImageTooLarge, "output too large"))?;
@@ -147,6 +197,8 @@ pub fn interpolate_frames(rt: &Runtime, frames: Frames<'_>, positions: &[f64], c
             let l = rt.network(MODEL_STEM)?;
             rife = Some(Rife::with_prepared(rt.backend().as_ref(), &l.net, l.prepared)?);
         }
+        // The meter: one interpolated frame's pixels, before RIFE runs.
+        cancel.charge(w as u64 * h as u64, &format!("RIFE ({w}x{h} out)"))?;
         let mut d = RasterMut::new_u8(w, h, 3, dst)?;
         rife.as_ref().expect("set").interpolate_into(src(i)?, src(i + 1)?, t as f32, &mut d, cancel, &mut |_, _| {})?;
     }

@@ -29,6 +29,8 @@ pub enum EngineErrorCode {
     InvalidArgument,
     /// The call's AbortSignal fired.
     Aborted,
+    /// The call's work meter would pass its `budget` (checked before each network run).
+    BudgetExceeded,
     Internal,
 }
 
@@ -47,6 +49,7 @@ impl From<Code> for EngineErrorCode {
             Code::UnknownModel => EngineErrorCode::UnknownModel,
             Code::InvalidArgument => EngineErrorCode::InvalidArgument,
             Code::Aborted => EngineErrorCode::Aborted,
+            Code::BudgetExceeded => EngineErrorCode::BudgetExceeded,
             Code::Internal => EngineErrorCode::Internal,
         }
     }

@@ -3,7 +3,7 @@
 //! AbortSignal, like `enhanceFrames`.
 
 use crate::errors::{reject_stashed, stash};
-use crate::tasks::{untie, AbortLink};
+use crate::tasks::{metered, untie, work_units, AbortLink};
 use lucent_core::Cancel;
 use lucent_engine::{Engine, Frames, InterpOutput};
 use napi::bindgen_prelude::*;
@@ -18,6 +18,9 @@ pub struct InterpolateOptions {
     /// One output frame per entry: a position `i + t` in the batch (0 <= p <= count - 1), the frame
     /// at time t between frames i and i + 1; a whole number copies that frame.
     pub positions: Vec<f64>,
+    /// Work units this call may spend (each interpolated frame: its megapixels); absent: unbounded.
+    /// The call stops with `budget_exceeded` before a RIFE run that would pass it.
+    pub budget: Option<f64>,
 }
 
 #[napi(object)]
@@ -29,6 +32,8 @@ pub struct InterpolateResult {
     pub count: u32,
     /// Output indices copied from the nearer frame because their pair is a scene cut.
     pub cuts: Vec<u32>,
+    /// Work units spent: the megapixels of the frames RIFE made (copies and cuts are free).
+    pub work: f64,
 }
 
 pub struct InterpolateTask {
@@ -39,6 +44,7 @@ pub struct InterpolateTask {
     positions: Vec<f64>,
     cancel: Cancel,
     abort: Option<AbortLink>,
+    bad: Option<lucent_core::Error>,
     err: Option<lucent_core::Error>,
 }
 
@@ -47,7 +53,8 @@ impl Task for InterpolateTask {
     type JsValue = InterpolateResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
+        let bad = self.bad.take();
+        let r = self.cancel.check().and_then(|_| bad.map_or(Ok(()), Err)).and_then(|_| Engine::global()).and_then(|engine| {
             engine.interpolate_frames(Frames::new(&self.data, self.w, self.h, self.count), &self.positions, &self.cancel)
         });
         self.data = Vec::new();
@@ -61,6 +68,7 @@ impl Task for InterpolateTask {
             height: o.height as u32,
             count: o.count as u32,
             cuts: o.cuts.into_iter().map(|k| k as u32).collect(),
+            work: work_units(&self.cancel),
         })
     }
 
@@ -84,7 +92,7 @@ pub fn interpolate_frames(
     opts: InterpolateOptions,
     #[napi(ts_arg_type = "AbortSignal")] signal: Option<Object>,
 ) -> napi::Result<AsyncTask<InterpolateTask>> {
-    let cancel = Cancel::new();
+    let (cancel, bad) = metered(opts.budget);
     let abort = AbortLink::tie(&env, signal, &cancel)?;
     Ok(AsyncTask::new(InterpolateTask {
         data: frames.to_vec(),
@@ -94,6 +102,7 @@ pub fn interpolate_frames(
         positions: opts.positions,
         cancel,
         abort,
+        bad,
         err: None,
     }))
 }

@@ -31,6 +31,9 @@ pub struct EnhanceOptions {
     /// Bring your own model: run this network file instead of the catalog model `model` (which then
     /// only names it in messages).
     pub network: Option<NetworkFile>,
+    /// Work units (output megapixels through the networks, see `work`) this call may spend; absent:
+    /// unbounded. The call stops with `budget_exceeded` before a network run that would pass it.
+    pub budget: Option<f64>,
 }
 
 /// An operator's own network (bring your own model) for one call.
@@ -58,6 +61,28 @@ impl NetworkFile {
     }
 }
 
+/// A JS `budget` (work units: output megapixels) as the meter's output pixels: finite, >= 0.
+pub(crate) fn budget_px(b: Option<f64>) -> lucent_core::Result<Option<u64>> {
+    match b {
+        None => Ok(None),
+        Some(b) if b.is_finite() && b >= 0.0 => Ok(Some((b * 1e6).floor() as u64)),
+        Some(b) => Err(lucent_core::Error::new(Code::InvalidArgument, format!("budget {b}: expected a number >= 0"))),
+    }
+}
+
+/// The call's token with its meter; a bad `budget` comes back as the error its task fails with.
+pub(crate) fn metered(b: Option<f64>) -> (Cancel, Option<lucent_core::Error>) {
+    match budget_px(b) {
+        Ok(b) => (Cancel::with_budget(b), None),
+        Err(e) => (Cancel::new(), Some(e)),
+    }
+}
+
+/// The work a call's meter counted, in work units (output megapixels).
+pub(crate) fn work_units(c: &Cancel) -> f64 {
+    c.work() as f64 / 1e6
+}
+
 /// A JS number as an output side: a whole number 1..=MAX_TARGET_SIDE.
 fn side(name: &str, v: Option<f64>) -> lucent_core::Result<Option<u32>> {
     match v {
@@ -81,6 +106,9 @@ pub struct EnhanceResult {
     pub decode_ms: f64,
     pub run_ms: f64,
     pub encode_ms: f64,
+    /// Work units spent: output megapixels delivered by each network run (the base network's
+    /// output, each face's region at the output's scale; tile overlap not counted).
+    pub work: f64,
 }
 
 #[napi(object)]
@@ -93,8 +121,11 @@ pub struct FramesOptions {
     /// The per-video state (`faceState`) the previous batch of the same video returned; omit it
     /// for a video's first batch. Models that keep no state ignore it.
     pub face_state: Option<Buffer>,
-    /// Bring your own model: run this network file instead of the catalog model `model`.
+    /// Bring your own model: run this network file instead of the catalog model `model`. Its
+    /// `maxInMp` / `maxOutMp` are per-frame limits here (default 70 in, 36 out).
     pub network: Option<NetworkFile>,
+    /// Work units this call may spend (see `EnhanceOptions.budget`); absent: unbounded.
+    pub budget: Option<f64>,
 }
 
 #[napi(object)]
@@ -106,6 +137,8 @@ pub struct FramesResult {
     /// Models that keep per-video state (the face models: smoothed face tracks): pass it as
     /// `faceState` with the next batch of the same video.
     pub face_state: Option<Buffer>,
+    /// Work units spent (output megapixels through the networks, see `EnhanceResult.work`).
+    pub work: f64,
 }
 
 /// `signal.addEventListener` / `removeEventListener` called as (type, listener).
@@ -158,6 +191,8 @@ pub struct EnhanceTask {
     cancel: Cancel,
     abort: Option<AbortLink>,
     progress: Option<Progress>,
+    /// A bad `budget`, reported by `compute`.
+    bad: Option<lucent_core::Error>,
     err: Option<lucent_core::Error>,
 }
 
@@ -166,7 +201,8 @@ impl Task for EnhanceTask {
     type JsValue = EnhanceResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
+        let bad = self.bad.take();
+        let r = self.cancel.check().and_then(|_| bad.map_or(Ok(()), Err)).and_then(|_| Engine::global()).and_then(|engine| {
             self.opts.quality = match self.quality {
                 Some(q) if !(1..=100).contains(&q) => {
                     return Err(lucent_core::Error::new(Code::InvalidArgument, format!("quality {q}: expected 1..100")))
@@ -201,6 +237,7 @@ impl Task for EnhanceTask {
             decode_ms: o.decode_ms,
             run_ms: o.run_ms,
             encode_ms: o.encode_ms,
+            work: work_units(&self.cancel),
         })
     }
 
@@ -223,7 +260,7 @@ pub fn enhance(
     #[napi(ts_arg_type = "AbortSignal")] signal: Option<Object>,
     #[napi(ts_arg_type = "(pct: number) => void")] on_progress: Option<Progress>,
 ) -> napi::Result<AsyncTask<EnhanceTask>> {
-    let cancel = Cancel::new();
+    let (cancel, bad) = metered(opts.budget);
     let abort = AbortLink::tie(&env, signal, &cancel)?;
     Ok(AsyncTask::new(EnhanceTask {
         data: data.to_vec(),
@@ -240,6 +277,7 @@ pub fn enhance(
         cancel,
         abort,
         progress: on_progress,
+        bad,
         err: None,
     }))
 }
@@ -254,6 +292,7 @@ pub struct FramesTask {
     state: Option<Vec<u8>>,
     cancel: Cancel,
     abort: Option<AbortLink>,
+    bad: Option<lucent_core::Error>,
     err: Option<lucent_core::Error>,
 }
 
@@ -262,15 +301,21 @@ impl Task for FramesTask {
     type JsValue = FramesResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        let r = self.cancel.check().and_then(|_| Engine::global()).and_then(|engine| {
+        let bad = self.bad.take();
+        let r = self.cancel.check().and_then(|_| bad.map_or(Ok(()), Err)).and_then(|_| Engine::global()).and_then(|engine| {
             let mut state = VideoState::from_bytes(self.state.as_deref().unwrap_or(&[]));
             let frames = Frames::new(&self.data, self.w, self.h, self.count);
             let out = match &self.network {
                 None => engine.enhance_frames(frames, &self.model, Some(&mut state), &self.cancel)?,
                 Some(n) => {
+                    // The own model's limits, per frame (the registry gives them; 70 in, 36 out by default).
+                    let limits = lucent_engine::video::FrameLimits {
+                        max_in_mp: Some(n.max_in_mp.unwrap_or(70)),
+                        max_out_mp: n.max_out_mp.unwrap_or(36),
+                    };
                     let n = n.engine();
                     lucent_engine::guard("enhance_frames", || {
-                        lucent_engine::video::enhance_frames_custom(engine.runtime(), frames, &n.path, n.multiple, &self.cancel)
+                        lucent_engine::video::enhance_frames_custom(engine.runtime(), frames, &n.path, n.multiple, limits, &self.cancel)
                     })?
                 }
             };
@@ -286,6 +331,7 @@ impl Task for FramesTask {
             width: o.width as u32,
             height: o.height as u32,
             face_state: (!state.is_empty()).then(|| state.to_bytes().into()),
+            work: work_units(&self.cancel),
         })
     }
 
@@ -308,7 +354,7 @@ pub fn enhance_frames(
     opts: FramesOptions,
     #[napi(ts_arg_type = "AbortSignal")] signal: Option<Object>,
 ) -> napi::Result<AsyncTask<FramesTask>> {
-    let cancel = Cancel::new();
+    let (cancel, bad) = metered(opts.budget);
     let abort = AbortLink::tie(&env, signal, &cancel)?;
     Ok(AsyncTask::new(FramesTask {
         data: frames.to_vec(),
@@ -320,6 +366,7 @@ pub fn enhance_frames(
         state: opts.face_state.map(|b| b.to_vec()),
         cancel,
         abort,
+        bad,
         err: None,
     }))
 }

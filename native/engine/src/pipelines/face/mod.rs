@@ -22,6 +22,15 @@
 //! one is given it replaces the face network for every face crop.
 //!
 //! The style (networks, margins, strength, working size) is catalog data: `catalog::Pipeline::Face(FaceStyle)`.
+//!
+//! Faces are bounded (issue 29: a frame of thousands of small faces cost as much as one): per photo
+//! or video frame at most [`MAX_FACES`] faces get the face network, the largest first (by their
+//! crop's area), and only while the faces' output regions together stay within [`FACE_ALLOWANCE`]
+//! times the picture's own output; the rest keep the base network's output ([`chosen_faces`]).
+//! Work meter: the base network is charged its output (the picture x scale), each face its crop's
+//! region at the output's scale, before that network runs; so a face model's work is at most
+//! (1 + [`FACE_ALLOWANCE`]) x its output, which is what the server's budget allows it
+//! (server/jobs/budget.ts).
 
 pub mod blend;
 pub mod detect;
@@ -42,6 +51,41 @@ use lucent_core::{Cancel, Code, Error, Result};
 use profile::{FaceCost, FrameProfile};
 use std::time::Instant;
 pub use track::{FaceTracker, Tracked};
+
+/// At most this many faces per photo / video frame get the face network (the largest first).
+pub const MAX_FACES: usize = 16;
+
+/// The faces' output regions of one photo / frame, summed, stay within this share of the
+/// picture's own output (1.0: the faces may cost the picture's output once more; one face's crop
+/// is at most the whole picture).
+pub const FACE_ALLOWANCE: f64 = 1.0;
+
+/// Which of the faces `boxes` (input px of a `w` x `h` picture, output at `scale`) get the face
+/// network: indices in the given order. Largest crop first, at most [`MAX_FACES`], each taken only
+/// while the chosen crops' output pixels stay within [`FACE_ALLOWANCE`] x the picture's output
+/// (a face that does not fit is skipped, a smaller one may still fit); degenerate boxes never.
+pub fn chosen_faces(boxes: &[&FaceBox], w: usize, h: usize, scale: usize) -> Vec<usize> {
+    let s2 = (scale * scale) as u64;
+    let allowance = (FACE_ALLOWANCE * (w as u64 * h as u64 * s2) as f64) as u64;
+    let mut by_size: Vec<(usize, u64)> = boxes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| face_region(b, w, h).map(|r| (i, r.w as u64 * r.h as u64 * s2)))
+        .collect();
+    by_size.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let (mut taken, mut sum) = (Vec::new(), 0u64);
+    for (i, px) in by_size {
+        if taken.len() == MAX_FACES {
+            break;
+        }
+        if sum + px <= allowance {
+            sum += px;
+            taken.push(i);
+        }
+    }
+    taken.sort_unstable();
+    taken
+}
 
 /// A face-restoration prior (GFPGAN / CodeFormer class). None ships today; this is the hook.
 pub trait FacePrior: Send + Sync {
@@ -120,6 +164,8 @@ impl<'p> FacePipeline<'p> {
             return Ok(cost);
         }
         let out = r.scaled(self.scale);
+        // The meter: this face's region at the output's scale, before its network runs.
+        cancel.charge(out.w as u64 * out.h as u64, &format!("face network {} ({}x{} out)", self.style.face_net, out.w, out.h))?;
         let t = Instant::now();
         let (face, work) = self.face_pixels(rt, src, r, f, cancel)?;
         cost.net_ms = profile::ms_since(t);
@@ -152,7 +198,10 @@ impl<'p> FacePipeline<'p> {
         }
         let (ww, wh) = self.work_size(r, f);
         let work = if (ww, wh) == (r.w, r.h) { crop } else { crop.resize(ww, wh) };
-        let up = self.face.run(rt, work.to_raster16()?.as_ref(), cancel, &mut |_, _| {})?;
+        // Charged by the caller (restore_face_costed) at the output's scale.
+        let work = work.to_raster16()?;
+        let mut up = crate::raster::Raster::new(ww * self.face.scale, wh * self.face.scale, work.channels, work.bit_depth())?;
+        rt.run_tiled_precharged(&self.face, &crate::tiling::PlainRgb, work.as_ref(), &mut up.as_mut(), cancel, &mut |_, _| {})?;
         Ok((Rgb::from_raster(up.as_ref()), (ww, wh)))
     }
 }
@@ -197,10 +246,12 @@ impl Enhancer for FacePipeline<'_> {
     ) -> Result<()> {
         let mut prof = FrameProfile::start();
         let t = Instant::now();
-        let faces = detect_faces(rt, src, cancel)?;
+        let found = detect_faces(rt, src, cancel)?;
         if let Some(p) = prof.as_mut() {
             p.detect_ms = profile::ms_since(t);
         }
+        let chosen = chosen_faces(&found.iter().collect::<Vec<_>>(), src.width, src.height, self.scale);
+        let faces: Vec<&FaceBox> = chosen.iter().map(|&i| &found[i]).collect();
         let nf = faces.len();
         let mut total_base = 1usize;
         let t = Instant::now();
@@ -240,7 +291,9 @@ impl Enhancer for FacePipeline<'_> {
             p.detect_ms = profile::ms_since(t);
         }
         let tracker = state.faces_mut()?;
-        for t in tracker.update(src.width, src.height, &dets) {
+        let tracks: Vec<Tracked> = tracker.update(src.width, src.height, &dets).into_iter().filter(|t| t.weight > 0.0).collect();
+        let chosen = chosen_faces(&tracks.iter().map(|t| &t.face).collect::<Vec<_>>(), src.width, src.height, self.scale);
+        for t in chosen.iter().map(|&i| &tracks[i]) {
             let c = self.restore_face_costed(rt, src, dst, &t.face, self.style.strength * t.weight, cancel)?;
             if let Some(p) = prof.as_mut() {
                 p.faces.push(c);
@@ -276,6 +329,30 @@ mod tests {
         // ... and capped.
         assert_eq!(work_size(&style(1.0, 120, 0.0), 2, 4, r(360, 300), &b(200.0)), (120, 100));
         assert_eq!(work_size(&style(1.0, 120, 0.0), 1, 4, r(3, 2), &b(2.0)), (1, 1));
+    }
+
+    /// The faces bound: at most MAX_FACES, the largest first, within FACE_ALLOWANCE of the
+    /// picture's output; degenerate boxes never; the indices in the given order.
+    #[test]
+    fn chosen_faces_are_bounded_by_count_and_area() {
+        let b = |x: f32, y: f32, s: f32| FaceBox { x0: x, y0: y, x1: x + s, y1: y + s, score: 1.0, landmarks: [[0.0; 2]; 5] };
+        // 24 faces of 10 px (crop 18 x 18) spread over 1000 x 1000: only the count binds.
+        let small: Vec<FaceBox> = (0..24).map(|i| b(20.0 + 40.0 * i as f32, 500.0, 10.0 + (i % 3) as f32)).collect();
+        let chosen = chosen_faces(&small.iter().collect::<Vec<_>>(), 1000, 1000, 2);
+        assert_eq!(chosen.len(), MAX_FACES);
+        assert!(chosen.windows(2).all(|w| w[0] < w[1]), "in the given order: {chosen:?}");
+        // The largest (side 12: i % 3 == 2) are all in, and none of the smallest (i % 3 == 0) is.
+        assert!((0..24).filter(|i| i % 3 == 2).all(|i| chosen.contains(&i)), "{chosen:?}");
+        assert_eq!(chosen.iter().filter(|&&i| i % 3 == 0).count(), 0, "{chosen:?}");
+        // Faces that fill the picture: their crops' area binds (each crop alone is most of it).
+        let big = [b(10.0, 10.0, 80.0), b(0.0, 0.0, 60.0), b(50.0, 50.0, 40.0), b(0.0, 0.0, 1.0)];
+        let chosen = chosen_faces(&big.iter().collect::<Vec<_>>(), 100, 100, 4);
+        let area = |i: usize| face_region(&big[i], 100, 100).map_or(0, |r| r.w * r.h);
+        let sum: usize = chosen.iter().map(|&i| area(i)).sum();
+        assert!(sum as f64 <= FACE_ALLOWANCE * 100.0 * 100.0, "{chosen:?}: {sum}");
+        assert!(chosen.contains(&0), "the largest fits alone: {chosen:?}");
+        assert!(!chosen.contains(&3), "a degenerate box is never restored");
+        assert!(chosen.len() < 3, "{chosen:?}");
     }
 
     /// Video face models never enlarge a crop and cap it at their work_max.
