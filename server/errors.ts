@@ -11,6 +11,8 @@
  * - ffprobe missing                                          -> 100500005 "Configuration error"
  * Extension codes (not in api.md; docs/api.md):
  * - 110400014: the error_code of a job canceled by POST /api/task-cancel (status ERROR, reason "canceled")
+ * - 110400015: a job stopped by the engine's work meter (engine code budget_exceeded): its work passed the budget its
+ *   price covers (server/jobs/budget.ts; HTTP 400)
  * - 110409000: task-cancel of a job that has already finished (HTTP 409)
  * - 110409001: an Idempotency-Key reused with another request body (HTTP 409)
  * - webhooks (extension): a callback_url that is not an http(s) URL or does not resolve -> 110400020; one that
@@ -109,6 +111,7 @@ const ENGINE_CODES: Record<EngineErrorCode, ErrorCode> = {
   unknown_model: 110400005,
   invalid_argument: 100403000,
   aborted: 100500007,
+  budget_exceeded: 110400015,
   internal: 100500000,
 }
 
