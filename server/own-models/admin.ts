@@ -3,9 +3,13 @@
  * side of server/own-models/registry.ts. `add` reads the file (PyTorch `.pth` / `.pt` / `.ckpt`, `.safetensors`, or
  * an ncnn `.param` with its `.bin` beside it), says what it is (the addon's inspectModel: nothing in the file runs),
  * runs a small smoke inference on the engine (a 32x32 picture through the network: the scale it gives must be the
- * one detected), then stores the weights in media storage (content-addressed, `m/own/<sha256>.<ext>`) and the entry
- * in the job store, so every gateway and worker of a deployment sees it within LUCENT_OWN_MODELS_REFRESH_MS.
- * Nothing is stored when any step fails. `remove` deletes the entry, and the weights when no other entry uses them.
+ * one detected), then stores the weights in media storage (`m/own/<identity>.<add id>.<ext>`: objects of this entry's
+ * own) and the entry in the job store, so every gateway and worker of a deployment sees it within
+ * LUCENT_OWN_MODELS_REFRESH_MS. Each file is hashed on its own; the entry's identity (`sha256`, registry.ts
+ * modelIdentity) is made of those hashes. Nothing is stored when any step fails. `remove` deletes the entry and, in
+ * the same transaction, learns whether another entry names the same objects (rows from before per-add keys could
+ * share them); the weights go unless they are shared. An add never writes an object another entry names, so an add
+ * racing a remove cannot lose the other's weights.
  */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -18,7 +22,7 @@ import type { MediaStorage } from '../storage/types.js'
 import type { OwnModel, OwnModelKind } from '../store/own-models.js'
 import { inspectModelFile, readModelFile, InspectError } from '../models/inspect.js'
 import type { Addon } from '../engine/addon.js'
-import { ncnnBinKey, storageKey } from './registry.js'
+import { modelIdentity, ncnnBinKey, storageKey } from './registry.js'
 
 /** A refusal of `add` / `remove`, with the message the operator sees (exit status 1; 2 for bad usage). */
 export class AdminError extends Error {
@@ -156,9 +160,9 @@ export async function addModel(d: AddDeps, file: string, o: AddOptions): Promise
     log(`found: ${r.architecture}, ${r.scale}x, ${r.format}${r.warnings.length ? ` (${r.warnings.join('; ')})` : ''}`)
   }
 
-  const sha256 = crypto.createHash('sha256')
-  for (const p of parts) sha256.update(p)
-  const sha = sha256.digest('hex')
+  // each file hashed on its own (ncnn: bytes moved across the .param/.bin boundary make another identity)
+  const fileSha256 = parts.map((p) => crypto.createHash('sha256').update(p).digest('hex'))
+  const sha = modelIdentity(format, fileSha256)
   const size = parts.reduce((n, p) => n + p.length, 0)
 
   // smoke run: the network on a 32x32 picture, from a private copy of the file (what the workers will read)
@@ -189,22 +193,21 @@ export async function addModel(d: AddDeps, file: string, o: AddOptions): Promise
   }
   if (scale < 1 || scale > 16) throw new AdminError(`${file}: scale ${scale}x is outside 1..16`)
 
-  // the weights into media storage, then the entry (a failed insert takes back weights nobody else uses)
-  const key = storageKey(sha, format)
+  // the weights into media storage under keys of this add's own, then the entry (a failed insert takes them back)
+  const key = storageKey(sha, format, crypto.randomBytes(6).toString('hex'))
   const keys = ncnn ? [key, ncnnBinKey(key)] : [key]
   const fresh: string[] = []
-  for (let i = 0; i < keys.length; i++) {
-    if (await d.storage.get(keys[i]!).then((x) => x?.meta.size === parts[i]!.length)) continue
-    await d.storage.put(keys[i]!, parts[i]!, 'application/octet-stream')
-    fresh.push(keys[i]!)
-  }
   const entry: OwnModel = {
     name, kind, photoPriceClass: classes.photo, videoPriceClass: classes.video,
     description: o.description ?? `${architecture} ${scale}x (${path.basename(names[0]!)})`,
-    architecture, format, scale, multiple, sha256: sha, size, fileKey: key, info, createdAt: Date.now(),
+    architecture, format, scale, multiple, sha256: sha, fileSha256, size, fileKey: key, info, createdAt: Date.now(),
   }
   let added = false
   try {
+    for (let i = 0; i < keys.length; i++) {
+      fresh.push(keys[i]!)
+      await d.storage.put(keys[i]!, parts[i]!, 'application/octet-stream')
+    }
     added = await d.store.ownModels.add(entry)
   } finally {
     if (!added) for (const k of fresh) await d.storage.delete(k).catch(() => {})
@@ -213,12 +216,17 @@ export async function addModel(d: AddDeps, file: string, o: AddOptions): Promise
   return entry
 }
 
-/** Removes own model `name` (and its weights when no other entry uses them); the removed entry. */
+/**
+ * Removes own model `name` (and its weights unless another entry names the same objects); the removed entry. Jobs
+ * priced with it fail at their run with every coin back (registry.ts: the entry or its identity is gone); running
+ * processes drop their local copy once no job can hold it (registry.ts release).
+ */
 export async function removeModel(d: Pick<AddDeps, 'store' | 'storage'>, name: string): Promise<OwnModel> {
   if (photoModel(name) || videoModel(name)) throw new AdminError(`'${name}' is a catalog model: only own models can be removed`)
-  const m = await d.store.ownModels.remove(name)
-  if (!m) throw new AdminError(`no own model named '${name}' (lucent models list)`)
-  if (!(await d.store.ownModels.list()).some((o) => o.sha256 === m.sha256)) {
+  const removed = await d.store.ownModels.remove(name)
+  if (!removed) throw new AdminError(`no own model named '${name}' (lucent models list)`)
+  const { fileKeyShared, ...m } = removed
+  if (!fileKeyShared) {
     for (const k of m.format === 'ncnn' ? [m.fileKey, ncnnBinKey(m.fileKey)] : [m.fileKey]) await d.storage.delete(k).catch(() => {})
   }
   return m

@@ -9,10 +9,19 @@
  * limits and price are those of the catalog's models of its price class, and the engine runs it from a local copy
  * of its weights (`network()`: fetched from media storage once per process and host, sha256-checked).
  *
- * A removed model's weights are released once no entry uses the same file any more: after `releaseAfterMs` (the
- * job timeout: every job that was handed the local path has ended by then) the engine drops the loaded network
- * (`forget`) and the local copy is deleted; a re-add meanwhile keeps both. At start, local copies of files no
- * entry uses (left by an earlier run) are deleted.
+ * Identity and pinning: an entry's `sha256` is its identity (modelIdentity: the file's sha256; an ncnn pair's is the
+ * sha256 of '<param sha256>:<bin sha256>'). A submission records the identity it was priced with in the job's
+ * params (`own_sha256`, from `ownPin` of the model object the route priced); at run time `network()` refuses a job
+ * whose name now stands for another identity (removed and re-added with other weights): 110400005, which fails
+ * the job with every coin back (a failure of the service's, not of the input).
+ *
+ * Local copies are named by identity, so a re-add of other bytes never overwrites a file a job has open. A removed
+ * model's weights are released once no entry uses the same file any more and no job can still hold them: every
+ * hand-out of the local path stamps the files' mtime, and the copy is deleted only `releaseAfterMs` (the job
+ * timeout: a job handed the path has ended by then) after the last hand-out, in this process or another one on
+ * the same cache; the engine drops the loaded network (`forget`) first. A re-add meanwhile keeps both; a hand-out
+ * that comes while a release is under way waits for it and fetches the file again. At start, local copies of files
+ * no entry uses and no job was handed within `releaseAfterMs` (left by an earlier run) are deleted.
  */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -32,6 +41,29 @@ export class OwnModelError extends Error {
   constructor(readonly errorCode: ErrorCode, message: string) { super(message) }
 }
 
+const sha256hex = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex')
+
+/** An entry's identity from its files' sha256 (one file: that hash; ncnn: sha256 of '<param sha256>:<bin sha256>'). */
+export function modelIdentity(format: string, fileSha256: readonly string[]): string {
+  if (format !== 'ncnn') return fileSha256[0]!
+  return sha256hex(`${fileSha256[0]}:${fileSha256[1]}`)
+}
+
+/** Identities of the model objects this module hands out (asPhotoModel / asVideoModel), for `ownPin`. */
+const identities = new WeakMap<object, string>()
+
+/** What a submission stores in the job's params for the model object it priced: `own_sha256` for an own model. */
+export function ownPin(model: PhotoModel | VideoModel): { own_sha256?: string } {
+  const sha = identities.get(model)
+  return sha ? { own_sha256: sha } : {}
+}
+
+/** The identity a stored job was priced with (undefined: a catalog model, or a job submitted before pinning). */
+export function pinnedIdentity(params: unknown): string | undefined {
+  const v = params && typeof params === 'object' ? (params as { own_sha256?: unknown }).own_sha256 : undefined
+  return typeof v === 'string' ? v : undefined
+}
+
 /** The limits of the catalog's models of a price class (the first one listed). */
 function photoLimits(priceClass: string): PhotoModel['limits'] {
   const m = [...PHOTO_MODELS.values()].find((p) => p.priceClass === priceClass) ?? PHOTO_MODELS.values().next().value!
@@ -48,11 +80,15 @@ export const isVideo = (m: OwnModel) => m.kind === 'video' || m.kind === 'both'
 /** The gateway's view of an own model (family = itself). */
 export function asPhotoModel(m: OwnModel): PhotoModel {
   const priceClass = (m.photoPriceClass ?? 'enhance') as PhotoPriceClass
-  return { name: m.name, family: m.name, scale: m.scale, category: 'enhance', priceClass, limits: photoLimits(priceClass) }
+  const p: PhotoModel = { name: m.name, family: m.name, scale: m.scale, category: 'enhance', priceClass, limits: photoLimits(priceClass) }
+  identities.set(p, m.sha256)
+  return p
 }
 export function asVideoModel(m: OwnModel): VideoModel {
   const priceClass = (m.videoPriceClass ?? 'standard') as VideoPriceClass
-  return { name: m.name, family: m.name, scale: m.scale, interpolation: false, priceClass, limits: videoLimits(priceClass) }
+  const v: VideoModel = { name: m.name, family: m.name, scale: m.scale, interpolation: false, priceClass, limits: videoLimits(priceClass) }
+  identities.set(v, m.sha256)
+  return v
 }
 
 /** An own model as catalog entries (GET /api/models): one per kind it serves. */
@@ -73,9 +109,13 @@ export function asCatalogModels(m: OwnModel): CatalogModel[] {
   return out
 }
 
-/** Where an own model's weights lie in media storage (content-addressed: a re-add of the same file reuses them). */
-export function storageKey(sha256: string, format: string): string {
-  return `m/own/${sha256}.${format === 'ncnn' ? 'param' : format === 'safetensors' ? 'safetensors' : 'pth'}`
+/**
+ * Where an own model's weights lie in media storage: named by identity and by the add (`addId`), so no two entries
+ * share an object and a remove racing an add never deletes the other's weights. Without `addId`: the name rows
+ * from before used (content-addressed, possibly shared).
+ */
+export function storageKey(sha256: string, format: string, addId?: string): string {
+  return `m/own/${sha256}${addId ? `.${addId}` : ''}.${format === 'ncnn' ? 'param' : format === 'safetensors' ? 'safetensors' : 'pth'}`
 }
 /** The .bin beside an ncnn model's .param. */
 export const ncnnBinKey = (paramKey: string) => paramKey.replace(/\.param$/, '.bin')
@@ -89,6 +129,8 @@ export interface OwnModelsOptions {
   releaseAfterMs?: number
   /** Drops a loaded network from this process's engine (a job-running process); true when it was loaded. */
   forget?: (enginePath: string) => Promise<boolean>
+  /** The clock (ms) of hand-outs and releases (tests); default Date.now. */
+  now?: () => number
 }
 
 /** A removed model's weights, released (`OwnModels.onRelease`). */
@@ -103,12 +145,19 @@ export class OwnModels {
   private releaseListeners: Array<(r: Release) => void> = []
   /** Release timers by sha256. */
   private pending = new Map<string, NodeJS.Timeout>()
+  /** Releases under way (engine forget + file deletion) by sha256: a hand-out of the same file waits for it. */
+  private releasing = new Map<string, Promise<void>>()
+  /** Hand-outs under way (a job being given the local path) by sha256. */
+  private handing = new Map<string, number>()
+  private readonly now: () => number
   private swept = false
   /** Bumped on every change seen (GET /api/models rebuilds its answer on it). */
   generation = 0
   private photoMap: { generation: number; map: ReadonlyMap<string, PhotoModel> } | null = null
 
-  constructor(private readonly store: OwnModelStore, private readonly storage: MediaStorage, private readonly o: OwnModelsOptions) {}
+  constructor(private readonly store: OwnModelStore, private readonly storage: MediaStorage, private readonly o: OwnModelsOptions) {
+    this.now = o.now ?? Date.now
+  }
 
   /** First load, then the refresh timer (unref'd). A failing refresh keeps the last list. */
   async start(): Promise<void> {
@@ -139,7 +188,7 @@ export class OwnModels {
     for (const m of before.values()) if (!inUse.has(m.sha256)) this.release(m)
     if (!this.swept) {
       this.swept = true
-      sweepOrphans(this.o.cacheDir, inUse)
+      sweepOrphans(this.o.cacheDir, inUse, this.now() - (this.o.releaseAfterMs ?? 0))
     }
     for (const f of this.listeners) f()
   }
@@ -154,23 +203,47 @@ export class OwnModels {
   }
 
   /** After the grace period: unless the file is in use again, the engine forgets it and the local copy goes. */
-  private release(m: OwnModel): void {
+  private release(m: OwnModel, delayMs = this.o.releaseAfterMs ?? 0): void {
     if (this.pending.has(m.sha256)) return
     const timer = setTimeout(() => {
       this.pending.delete(m.sha256)
-      if (this.list().some((x) => x.sha256 === m.sha256)) return
-      const fetching = this.local.get(m.sha256)
-      this.local.delete(m.sha256)
-      const { files, enginePath } = localFiles(m, this.o.cacheDir)
-      void (async () => {
-        await fetching?.catch(() => {})
-        const forgotten = this.o.forget ? await this.o.forget(enginePath).catch(() => false) : false
-        for (const f of files) fs.rmSync(f, { force: true })
-        for (const l of this.releaseListeners) l({ name: m.name, sha256: m.sha256, files, forgotten })
-      })()
-    }, this.o.releaseAfterMs ?? 0)
+      this.releaseIfIdle(m)
+    }, delayMs)
     timer.unref()
     this.pending.set(m.sha256, timer)
+  }
+
+  /**
+   * Releases `m`'s local copy unless an entry uses its file again, or a job was handed it less than releaseAfterMs
+   * ago (the files' mtime, stamped at each hand-out: then it waits until that has passed).
+   */
+  private releaseIfIdle(m: OwnModel): void {
+    if (this.releasing.has(m.sha256)) return
+    const { files, enginePath } = localFiles(m, this.o.cacheDir)
+    // null: an entry uses the file again (nothing to release); else the ms to wait (0: release now)
+    const busyFor = (): number | null => {
+      if (this.list().some((x) => x.sha256 === m.sha256)) return null
+      if (this.handing.get(m.sha256)) return Math.max(1, this.o.releaseAfterMs ?? 0)
+      return Math.max(0, lastHandOut(files) + (this.o.releaseAfterMs ?? 0) - this.now())
+    }
+    const wait = busyFor()
+    if (wait === null) return
+    if (wait > 0) return this.release(m, wait)
+    const fetching = this.local.get(m.sha256)
+    this.local.delete(m.sha256)
+    const done = (async () => {
+      await fetching?.catch(() => {})
+      const forgotten = this.o.forget ? await this.o.forget(enginePath).catch(() => false) : false
+      // decided again right before the deletion (nothing awaited in between): a hand-out since keeps the copy
+      const again = busyFor()
+      if (again !== 0) {
+        if (again !== null) setImmediate(() => this.release(m, again))
+        return
+      }
+      for (const f of files) fs.rmSync(f, { force: true })
+      for (const l of this.releaseListeners) l({ name: m.name, sha256: m.sha256, files, forgotten })
+    })().finally(() => this.releasing.delete(m.sha256))
+    this.releasing.set(m.sha256, done)
   }
 
   list(): OwnModel[] {
@@ -214,23 +287,65 @@ export class OwnModels {
 
   /**
    * What the engine runs for own model `name` of `kind`, or null for a catalog model. The weights are copied from
-   * media storage into the local cache once (sha256-checked); a model removed meanwhile answers 110400005.
+   * media storage into the local cache once (sha256-checked, file by file); a model removed meanwhile answers
+   * 110400005, and so does one whose entry has another identity than `pin` (the identity the job was priced with:
+   * removed and re-added with other weights).
    */
-  async network(name: string, kind: 'photo' | 'video'): Promise<NetworkFile | null> {
+  async network(name: string, kind: 'photo' | 'video', pin?: string): Promise<NetworkFile | null> {
     if (kind === 'photo' ? photoModel(name) : videoModel(name)) return null
     let m = this.models.get(name)
-    if (!m) {
+    if (!m || (pin !== undefined && m.sha256 !== pin)) {
+      // this process may not have seen the latest add or remove yet
       await this.refresh().catch(() => {})
       m = this.models.get(name)
     }
     if (!m || !(kind === 'photo' ? isPhoto(m) : isVideo(m))) throw new OwnModelError(110400005, `model ${name} is not registered (removed?)`)
-    const file = await this.localCopy(m)
+    if (pin !== undefined && m.sha256 !== pin) {
+      throw new OwnModelError(110400005, `model ${name} was replaced after this job was priced (weights ${pin.slice(0, 12)} then, ${m.sha256.slice(0, 12)} now)`)
+    }
+    let file: string
+    try {
+      file = await this.handOut(m)
+    } catch (e) {
+      // the weights gone from storage: a stale entry (removed, maybe re-added under new keys): once more from the store
+      if (!(e instanceof OwnModelError)) throw e
+      await this.refresh().catch(() => {})
+      const again = this.models.get(name)
+      if (!again || again.fileKey === m.fileKey || again.sha256 !== m.sha256) throw e
+      m = again
+      file = await this.handOut(m)
+    }
     const lim = kind === 'photo' ? asPhotoModel(m).limits : { maxInMP: 70, maxOutMP: asVideoModel(m).limits.maxOutMP }
     return { path: file, multiple: m.multiple, maxInMp: Math.floor(lim.maxInMP), maxOutMp: Math.floor(lim.maxOutMP) }
   }
 
-  /** The local path the engine reads (ncnn: the stem, without extension). */
-  private localCopy(m: OwnModel): Promise<string> {
+  /** The local copy for a job: fetched if needed, its files' mtime stamped now (see the header). */
+  private async handOut(m: OwnModel): Promise<string> {
+    const sha = m.sha256
+    this.handing.set(sha, (this.handing.get(sha) ?? 0) + 1)
+    try {
+      for (let tries = 0; ; tries++) {
+        const file = await this.localCopy(m)
+        const t = this.now() / 1000
+        try {
+          for (const f of localFiles(m, this.o.cacheDir).files) fs.utimesSync(f, t, t)
+          return file
+        } catch (e) {
+          // deleted under us (another process's release of a copy it thought idle): fetch it again
+          if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || tries > 0) throw e
+          this.local.delete(sha)
+        }
+      }
+    } finally {
+      const n = (this.handing.get(sha) ?? 1) - 1
+      if (n > 0) this.handing.set(sha, n)
+      else this.handing.delete(sha)
+    }
+  }
+
+  /** The local path the engine reads (ncnn: the stem, without extension); after a release under way of the same file. */
+  private async localCopy(m: OwnModel): Promise<string> {
+    for (let r = this.releasing.get(m.sha256); r; r = this.releasing.get(m.sha256)) await r
     let p = this.local.get(m.sha256)
     if (!p) {
       p = fetchLocal(this.storage, m, this.o.cacheDir)
@@ -246,11 +361,13 @@ export class OwnModels {
  * model); an own model gone meanwhile fails the run with the registry's code, and this answers null.
  */
 export async function ownNetwork(
-  d: { ownModels?: Pick<OwnModels, 'network'> }, run: { job: { model: string }; fail(code: ErrorCode, message: string): Promise<boolean> },
+  d: { ownModels?: Pick<OwnModels, 'network'> },
+  run: { job: { model: string; params?: unknown }; fail(code: ErrorCode, message: string): Promise<boolean> },
   kind: 'photo' | 'video',
 ): Promise<{ network: NetworkFile | null } | null> {
   try {
-    return { network: await d.ownModels?.network(run.job.model, kind) ?? null }
+    const pin = pinnedIdentity(run.job.params)
+    return { network: await d.ownModels?.network(run.job.model, kind, pin) ?? null }
   } catch (e) {
     if (!(e instanceof OwnModelError)) throw e
     await run.fail(e.errorCode, e.message)
@@ -266,8 +383,19 @@ function localFiles(m: OwnModel, dir: string): { keys: string[]; files: string[]
   return { keys, files, enginePath: ncnn ? files[0]!.replace(/\.param$/, '') : files[0]! }
 }
 
-/** Deletes local copies (sha256-named files) whose file no registered model uses: left by a run before a removal. */
-function sweepOrphans(dir: string, inUse: Set<string>): void {
+/** The latest hand-out of a local copy (its files' newest mtime, ms); 0 when none is there. */
+function lastHandOut(files: string[]): number {
+  let t = 0
+  for (const f of files) {
+    try {
+      t = Math.max(t, fs.statSync(f).mtimeMs)
+    } catch {}
+  }
+  return t
+}
+
+/** Deletes local copies (sha256-named files) whose file no registered model uses and no job was handed after `idleBefore`. */
+function sweepOrphans(dir: string, inUse: Set<string>, idleBefore: number): void {
   let names: string[]
   try {
     names = fs.readdirSync(dir)
@@ -276,37 +404,43 @@ function sweepOrphans(dir: string, inUse: Set<string>): void {
   }
   for (const n of names) {
     const sha = /^([0-9a-f]{64})\.(pth|safetensors|param|bin)$/.exec(n)?.[1]
-    if (sha && !inUse.has(sha)) fs.rmSync(path.join(dir, n), { force: true })
+    if (sha && !inUse.has(sha) && lastHandOut([path.join(dir, n)]) <= idleBefore) fs.rmSync(path.join(dir, n), { force: true })
   }
 }
 
-/** Copies an own model's weights from storage into `dir` (atomically, sha256-checked); returns the engine's path. */
+/**
+ * Whether `datas` (the files in `fileKey` order) are `m`'s weights: each file against its own sha256 and the pair
+ * against the identity; an ncnn row older than per-file hashes: the concatenation against its sha256.
+ */
+function matches(m: OwnModel, datas: Buffer[]): boolean {
+  if (!m.fileSha256) {
+    const h = crypto.createHash('sha256')
+    for (const d of datas) h.update(d)
+    return h.digest('hex') === m.sha256
+  }
+  return datas.length === m.fileSha256.length && datas.every((d, i) => sha256hex(d) === m.fileSha256![i]) &&
+    modelIdentity(m.format, m.fileSha256) === m.sha256
+}
+
+/**
+ * Copies an own model's weights from storage into `dir` (atomically, sha256-checked file by file; a local copy that
+ * does not match is replaced from storage); returns the engine's path.
+ */
 async function fetchLocal(storage: MediaStorage, m: OwnModel, dir: string): Promise<string> {
   fs.mkdirSync(dir, { recursive: true })
   const { keys, files, enginePath } = localFiles(m, dir)
-  const have = files.every((f) => fs.existsSync(f))
-  const hash = crypto.createHash('sha256')
+  if (files.every((f) => fs.existsSync(f)) && matches(m, files.map((f) => fs.readFileSync(f)))) return enginePath
   const datas: Buffer[] = []
-  if (have) {
-    for (const f of files) hash.update(fs.readFileSync(f))
-  } else {
-    for (const k of keys) {
-      const o = await storage.get(k)
-      if (!o) throw new OwnModelError(110400005, `the weights of ${m.name} are missing from media storage (${k})`)
-      datas.push(o.data)
-      hash.update(o.data)
-    }
+  for (const k of keys) {
+    const o = await storage.get(k)
+    if (!o) throw new OwnModelError(110400005, `the weights of ${m.name} are missing from media storage (${k})`)
+    datas.push(o.data)
   }
-  if (hash.digest('hex') !== m.sha256) {
-    for (const f of files) fs.rmSync(f, { force: true })
-    throw new OwnModelError(110400005, `the weights of ${m.name} do not match their sha256`)
-  }
-  if (!have) {
-    datas.forEach((d, i) => {
-      const tmp = `${files[i]}.${process.pid}.${crypto.randomUUID()}.tmp`
-      fs.writeFileSync(tmp, d)
-      fs.renameSync(tmp, files[i]!)
-    })
-  }
+  if (!matches(m, datas)) throw new OwnModelError(110400005, `the weights of ${m.name} do not match their sha256`)
+  datas.forEach((d, i) => {
+    const tmp = `${files[i]}.${process.pid}.${crypto.randomUUID()}.tmp`
+    fs.writeFileSync(tmp, d)
+    fs.renameSync(tmp, files[i]!)
+  })
   return enginePath
 }

@@ -26,6 +26,7 @@ import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
 import { asksForSize, outputSize } from '../jobs/output-size.js'
 import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
 import { uprightSize } from '../media/orientation.js'
+import { ownPin } from '../own-models/registry.js'
 import { checkJobsInFlight } from './quota.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
@@ -156,6 +157,8 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           output,
           ...(target ? { target } : {}),
           ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
+          // an own model: the identity it was priced with; its runner refuses another (own-models/registry.ts)
+          ...ownPin(run),
         },
       }, commit, hook)
       if (!target) return created

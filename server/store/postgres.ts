@@ -11,7 +11,7 @@
 import pg from 'pg'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
-import { OWN_MODELS_MIGRATION_PG, PgOwnModels } from './own-models.js'
+import { OWN_MODELS_MIGRATION_PG, OWN_MODELS_MIGRATION_PG_2, PgOwnModels } from './own-models.js'
 import { PgQuotas, QUOTAS_MIGRATION_PG } from './quotas-postgres.js'
 import { JOB_RUNS_SCHEMA_PG, PgRuns } from './job-runs.js'
 import { AUDIT_MIGRATION_PG } from './audit.js'
@@ -114,6 +114,8 @@ const MIGRATIONS: string[] = [
   QUOTAS_MIGRATION_PG,
   // --- admin: the audit trail of every change to a key (./audit.ts) ---
   AUDIT_MIGRATION_PG,
+  // --- own models: each file's sha256 (./own-models.ts) ---
+  OWN_MODELS_MIGRATION_PG_2,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'

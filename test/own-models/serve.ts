@@ -189,8 +189,10 @@ t.test('an ncnn pair (.param + .bin) is added and served; its scale comes from t
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   for (const ext of ['param', 'bin']) fs.copyFileSync(path.join(modelDir, `sr/realesr-animevideov3-x2.${ext}`), path.join(dir, `anime.${ext}`))
   const m = await addModel(deps(app), path.join(dir, 'anime.param'), { kind: 'photo' })
-  t.match(m, { name: 'anime', architecture: 'ncnn', format: 'ncnn', scale: 2, fileKey: `m/own/${m.sha256}.param` })
-  t.ok(await app.lucent.storage.get(`m/own/${m.sha256}.bin`), 'the .bin beside the .param in storage')
+  t.match(m, { name: 'anime', architecture: 'ncnn', format: 'ncnn', scale: 2 })
+  t.match(m.fileKey, new RegExp(`^m/own/${m.sha256}\\.[0-9a-f]{12}\\.param$`), "named by identity and by this add")
+  const binKey = m.fileKey.replace(/\.param$/, '.bin')
+  t.ok(await app.lucent.storage.get(binKey), 'the .bin beside the .param in storage')
   // the .bin missing: refused, nothing stored
   fs.copyFileSync(path.join(dir, 'anime.param'), path.join(dir, 'lonely.param'))
   await t.rejects(addModel(deps(app), path.join(dir, 'lonely.param'), {}), { message: /lonely\.bin/ })
@@ -201,7 +203,8 @@ t.test('an ncnn pair (.param + .bin) is added and served; its scale comes from t
   t.equal(d.status, 'COMPLETED', JSON.stringify(d))
   t.match(sniff(await fetchResult(app, d.res_url)), { width: 40, height: 24 })
   await removeModel(deps(app), 'anime')
-  t.equal(await app.lucent.storage.get(`m/own/${m.sha256}.bin`), null, 'both files deleted')
+  t.equal(await app.lucent.storage.get(m.fileKey), null, 'both files deleted')
+  t.equal(await app.lucent.storage.get(binKey), null)
 })
 
 t.test('a video through an own model', { skip: skip || (!hasFfmpeg && 'ffmpeg missing') }, async (t) => {
