@@ -92,7 +92,8 @@ export async function readVideo(file: string, o: ReadOptions): Promise<VideoFact
     if (e instanceof ProbeError && e.reason === 'missing_ffprobe') throw new PlanError(100500005, e.message)
     throw new PlanError(110400007, 'not a video ffmpeg can read')
   }
-  if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(probe.format) || !probe.width || !probe.height) throw new PlanError(110400007, 'not a video')
+  // a size is needed to count anything (the format's checks: planVideo, job.ts videoInputError)
+  if (!probe.width || !probe.height) throw new PlanError(110400007, 'not a video')
   const bound = packetBound(probe.duration, probe.fps)
   let ts: Timestamps
   try {

@@ -316,6 +316,17 @@ t.test('hole 4 in the worker: a job that decodes more frames than its plan stops
   const d = await finish(app, key, id2)
   t.match(d, { status: 'ERROR', error_code: BUDGET_CODE }, `stopped: ${JSON.stringify(d)}`)
   t.ok(calls.srFrames() <= 10 + 1 + 8, `at most the plan's frames + the margin (+ one batch decoded ahead) went through the network: ${calls.srFrames()}`)
+
+  // the frames counted right but the work priced for 10 of them (as if a price rule had been wrong): the work
+  // meter stops the job before the network makes more than the priced work + 2 % + one frame
+  calls.sr.length = 0
+  const id3 = 'e'.repeat(32)
+  await app.lucent.storage.put(`o/${id3}.mp4`, fs.readFileSync(clip), 'video/mp4')
+  const s3 = await app.lucent.jobs.submit({ id: id3, keyId: id, kind: 'video', model: 'general_restore_1x', coins: 1, originalKey: `o/${id3}.mp4`, params: { ...p, plan: { ...p.plan!, work: 10 * 32 * 32 / 1e6 } } })
+  t.ok(s3.ok)
+  const d3 = await finish(app, key, id3)
+  t.match(d3, { status: 'ERROR', error_code: BUDGET_CODE, message: /exceeded the work its price covers/ }, `stopped: ${JSON.stringify(d3)}`)
+  t.ok(calls.srFrames() <= 11, `the network made at most the priced 10 frames + one: ${calls.srFrames()}`)
 })
 
 t.test('10b: a playlist naming another local file is not read', { skip: noTools }, async (t) => {
