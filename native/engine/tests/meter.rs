@@ -235,3 +235,79 @@ fn many_faces_are_bounded_and_metered() {
     assert!(short.work() < base + faces && short.work() >= base);
     let Samples::U8(_) = &out.samples else { panic!("8-bit in, 8-bit out") };
 }
+
+/// The faces bound keeps every face of the real photos of shared/data (group photos included): the
+/// bound only binds on crowds.
+#[test]
+fn honest_photos_keep_every_face() {
+    need_data!();
+    let e = engine();
+    let mut n = 0;
+    for d in ["../shared/data/faces/whole", "../shared/data/photos"] {
+        for p in std::fs::read_dir(root().join(d)).unwrap().flatten().map(|e| e.path()) {
+            let r = decode(p.clone());
+            for scale in [1, 2, 4] {
+                let found = detect_faces(e.runtime(), r.as_ref(), &Cancel::new()).unwrap();
+                let chosen = chosen_faces(&found.iter().collect::<Vec<_>>(), r.width, r.height, scale);
+                assert_eq!(chosen, (0..found.len()).collect::<Vec<_>>(), "{}: x{scale}", p.display());
+                n += found.len();
+            }
+        }
+    }
+    assert!(n > 0);
+}
+
+/// Figures for the budget's margin (run with `--ignored --nocapture`): on the real pictures of shared/data,
+/// (1) the faces' share of a picture's output and whether the bound drops any face of an honest photo, and
+/// (2) the tile overlap the meter does not count (tile regions with their margins / the output), per model, at
+/// the CPU backend's tile side.
+#[test]
+#[ignore]
+fn measure_face_share_and_tile_overlap() {
+    need_data!();
+    let e = engine();
+    let rt = e.runtime();
+    let mut pics: Vec<PathBuf> = Vec::new();
+    for d in ["../shared/data/faces/whole", "../shared/data/photos"] {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(root().join(d)).unwrap().flatten().map(|e| e.path()).collect();
+        v.sort();
+        pics.extend(v);
+    }
+    for p in &pics {
+        let r = decode(p.clone());
+        let found = detect_faces(rt, r.as_ref(), &Cancel::new()).unwrap();
+        let chosen = chosen_faces(&found.iter().collect::<Vec<_>>(), r.width, r.height, 1);
+        let all: usize = found.iter().filter_map(|f| face_region(f, r.width, r.height)).map(|g| g.w * g.h).sum();
+        let taken: usize = chosen.iter().filter_map(|&i| face_region(&found[i], r.width, r.height)).map(|g| g.w * g.h).sum();
+        eprintln!(
+            "faces {:<40} {}x{}: found {}, restored {}, their crops {:.3} of the picture (all found: {:.3})",
+            p.file_name().unwrap().to_string_lossy(), r.width, r.height, found.len(), chosen.len(),
+            taken as f64 / (r.width * r.height) as f64, all as f64 / (r.width * r.height) as f64
+        );
+    }
+    for m in catalog::CATALOG.iter().filter(|m| m.kind == Kind::Photo && m.unavailable.is_none()) {
+        let spec = match m.pipeline {
+            Pipeline::TiledSr => lucent_engine::SrSpec::for_model(m).unwrap(),
+            Pipeline::Face(st) => lucent_engine::SrSpec::new(st.base, m.scale, st.base_margin).unwrap(),
+            _ => continue,
+        };
+        let Ok(l) = rt.network(&spec.stem) else { continue };
+        let plan = spec.plan(rt.tile_for(&l.net));
+        let (p, mg, t) = (plan.pad, plan.margin.max(plan.pad), plan.tile);
+        let mut line = format!("overlap {:<24} tile {t:>3} margin {mg:>2}:", m.name);
+        for (w, h) in [(179, 179), (512, 256), (1204, 645), (2000, 1500)] {
+            let (pw, ph) = (w + 2 * p, h + 2 * p);
+            let mut px = 0usize;
+            for cy0 in (0..h).step_by(t) {
+                for cx0 in (0..w).step_by(t) {
+                    let (cx1, cy1) = ((cx0 + t).min(w), (cy0 + t).min(h));
+                    let (rx0, ry0) = ((cx0 + p).saturating_sub(mg), (cy0 + p).saturating_sub(mg));
+                    let (rx1, ry1) = ((cx1 + p + mg).min(pw), (cy1 + p + mg).min(ph));
+                    px += (rx1 - rx0) * (ry1 - ry0);
+                }
+            }
+            line += &format!(" {w}x{h} {:.2}", px as f64 / (w * h) as f64);
+        }
+        eprintln!("{line}");
+    }
+}
