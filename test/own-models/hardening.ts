@@ -8,13 +8,20 @@
  *   - races, driven step by step (hooks on storage and on the engine's forget, an injected clock; no sleeps decide the
  *     order): an add of the same weights interleaved with a remove keeps the added entry's weights; a release under
  *     way never deletes a copy handed to a job of a re-added model; a copy stays until the job timeout has passed
- *     since its LAST hand-out (remove, re-add, hand-out, remove), not since the first removal.
+ *     since its LAST hand-out (remove, re-add, hand-out, remove), not since the first removal;
+ *   - the store (SQLite and PostgreSQL): two adds of one name at once, one wins; a remove says in its transaction
+ *     whether another row names its objects (rows from before per-add keys).
  */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
-import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, repoRoot, modelDir } from '../helper.js'
+import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, repoRoot, modelDir, tempDir } from '../helper.js'
+import { requireServices, freshDatabase } from '../scaleout/services.js'
+import { SqliteStore } from '../../server/store/sqlite.js'
+import { PgStore } from '../../server/store/postgres.js'
+import { OWN_MODELS_SCHEMA_SQLITE, type OwnModel } from '../../server/store/own-models.js'
+import Database from 'better-sqlite3'
 import { addModel, removeModel } from '../../server/own-models/admin.js'
 import { OwnModels, modelIdentity, type OwnModelsOptions, type Release } from '../../server/own-models/registry.js'
 import { loadAddon } from '../../server/engine/addon.js'
@@ -267,3 +274,48 @@ t.test('a copy stays until the job timeout after its last hand-out: remove, re-a
   t.notOk(fs.existsSync(file), 'released once the job timeout passed since the last hand-out')
   t.equal(released.length, 1)
 })
+
+for (const backend of ['sqlite', 'postgres'] as const) {
+  t.test(`the store (${backend}): one add of a name wins; a remove says whether its objects are shared`, async (t) => {
+    let store: SqliteStore | PgStore
+    if (backend === 'sqlite') {
+      // a database made before file_sha256 (the table as it was), with a row in it: opened, the column is added
+      const file = path.join(await tempDir(t), 'own.db')
+      const before = new Database(file)
+      before.exec(OWN_MODELS_SCHEMA_SQLITE)
+      before.prepare(`INSERT INTO own_models (name, kind, photo_price_class, video_price_class, description, architecture, format, scale, multiple, sha256, size, file_key, info, created_at)
+        VALUES ('older', 'photo', 'enhance', NULL, '', 'ncnn', 'ncnn', 2, 1, ?, 1, 'm/own/o.param', '{"params":{},"tags":[],"warnings":[]}', 1)`).run('cd'.repeat(32))
+      t.notOk(before.prepare('PRAGMA table_info(own_models)').all().some((c) => (c as { name: string }).name === 'file_sha256'))
+      before.close()
+      store = new SqliteStore(file)
+      t.match(await store.ownModels.remove('older'), { name: 'older', sha256: 'cd'.repeat(32), fileSha256: null, fileKeyShared: false }, 'the old row reads')
+    } else {
+      const svc = await requireServices(t)
+      if ('skip' in svc) {
+        t.plan(0, svc.skip)
+        return
+      }
+      store = await PgStore.open(await freshDatabase(t, svc.LUCENT_DATABASE_URL), { max: 4 })
+    }
+    t.teardown(() => store.close())
+    const own = store.ownModels
+    const entry = (name: string, fileKey: string, fileSha256: string[] | null): OwnModel => ({
+      name, kind: 'photo', photoPriceClass: 'enhance', videoPriceClass: null, description: name, architecture: 'Compact', format: 'pytorch',
+      scale: 4, multiple: 1, sha256: 'ab'.repeat(32), fileSha256, size: 10, fileKey, info: { params: {}, tags: [], warnings: [] }, createdAt: 1,
+    })
+    const wins = await Promise.all([own.add(entry('dup', 'm/own/k1.pth', ['ab'.repeat(32)])), own.add(entry('dup', 'm/own/k2.pth', ['ab'.repeat(32)]))])
+    t.same(wins.filter(Boolean).length, 1, 'one of two adds of the same name')
+    t.equal((await own.list()).length, 1)
+    const winner = (await own.list())[0]!
+    t.equal(winner.fileKey, wins[0] ? 'm/own/k1.pth' : 'm/own/k2.pth', 'the row of the add that won')
+
+    // two rows naming one object (as content-addressed keys did), one of them without per-file hashes
+    t.ok(await own.add(entry('old_a', 'm/own/shared.pth', null)))
+    t.ok(await own.add(entry('old_b', 'm/own/shared.pth', ['ab'.repeat(32)])))
+    t.same((await own.list()).find((m) => m.name === 'old_a')?.fileSha256, ['ab'.repeat(32)], 'an old one-file row: its file hash is its sha256')
+    t.match(await own.remove('old_a'), { name: 'old_a', fileKeyShared: true })
+    t.match(await own.remove('old_b'), { name: 'old_b', fileKeyShared: false })
+    t.match(await own.remove('dup'), { name: 'dup', fileKeyShared: false })
+    t.equal(await own.remove('dup'), null)
+  })
+}
