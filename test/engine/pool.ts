@@ -53,6 +53,25 @@ t.test('the typed protocol through real engine threads', { skip: !addonBuilt && 
   t.equal(frames.byteLength, 0, 'the frame buffer was transferred, not copied')
 })
 
+t.test('per-frame limits and the work meter through the threads (issue 29)', { skip: !addonBuilt && 'native addon not built' }, async (t) => {
+  const pool = new EnginePool({ workers: 1, modelDir, backend: 'cpu', threads: 1 })
+  t.teardown(() => pool.close())
+  // a catalog 4x model on frames whose output passes 36 MP (1600 x 1600 x4 = 41 MP): refused, not allocated
+  const big = await pool.enhanceFrames(Buffer.alloc(1600 * 1600 * 3, 0x60), { model: 'general_restore_4x', width: 1600, height: 1600, count: 1 })
+  t.match(big, { ok: false, error_code: 'image_too_large' })
+  // an own model's limits reach the engine (the addon dropped them before): 1.2 MP frames over a 1 MP input limit
+  const network = { path: path.join(modelDir, 'sr/realesr-animevideov3-x2'), multiple: 1, maxInMp: 1, maxOutMp: 36 }
+  const own = await pool.enhanceFrames(Buffer.alloc(1200 * 1000 * 3, 0x60), { model: 'own', width: 1200, height: 1000, count: 1, network })
+  t.match(own, { ok: false, error_code: 'image_too_large' })
+  const small = await pool.enhanceFrames(Buffer.alloc(2 * 16 * 8 * 3, 0x60), { model: 'own', width: 16, height: 8, count: 2, network })
+  t.match(small, { ok: true, width: 32, height: 16, work: 2 * 32 * 16 / 1e6 }, 'work: the output of each frame')
+  // budgets: frames stop before the frame that would pass it; RIFE counts made frames only
+  const frames = () => Buffer.alloc(2 * 16 * 8 * 3, 0x60)
+  t.match(await pool.enhanceFrames(frames(), { model: 'general_restore_2x', width: 16, height: 8, count: 2, budget: 32 * 16 / 1e6 }), { ok: false, error_code: 'budget_exceeded' })
+  const interp = await pool.interpolateFrames(frames(), { width: 16, height: 8, count: 2, positions: [0, 1], budget: 0 })
+  t.match(interp, { ok: true, count: 2, work: 0 }, 'copies cost nothing')
+})
+
 t.test('a process with tsx registered in-process (bin/lucent.js) starts TypeScript engine threads', { skip: !addonBuilt && 'native addon not built' }, async (t) => {
   const script = `
     import { register } from 'tsx/esm/api'
