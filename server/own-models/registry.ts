@@ -151,6 +151,7 @@ export class OwnModels {
   private handing = new Map<string, number>()
   private readonly now: () => number
   private swept = false
+  private stopped = false
   /** Bumped on every change seen (GET /api/models rebuilds its answer on it). */
   generation = 0
   private photoMap: { generation: number; map: ReadonlyMap<string, PhotoModel> } | null = null
@@ -169,6 +170,7 @@ export class OwnModels {
   }
 
   stop(): void {
+    this.stopped = true
     if (this.timer) clearInterval(this.timer)
     this.timer = null
     for (const t of this.pending.values()) clearTimeout(t)
@@ -204,7 +206,7 @@ export class OwnModels {
 
   /** After the grace period: unless the file is in use again, the engine forgets it and the local copy goes. */
   private release(m: OwnModel, delayMs = this.o.releaseAfterMs ?? 0): void {
-    if (this.pending.has(m.sha256)) return
+    if (this.pending.has(m.sha256) || this.stopped) return
     const timer = setTimeout(() => {
       this.pending.delete(m.sha256)
       this.releaseIfIdle(m)
