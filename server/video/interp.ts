@@ -252,3 +252,9 @@ export class FrameSchedule {
     return out
   }
 }
+
+/** The schedule of an interpolated job (the same in the plan and in the worker). */
+export function scheduleOf(ts: { pts: number[]; lastDuration?: number }, fps: number, frames: number, interp: Pick<InterpPlan, 'fps' | 'slowmo'>, declaredDuration: number): FrameSchedule {
+  const [num, den] = interp.fps.split('/').map(Number)
+  return new FrameSchedule(ts.pts, fps, frames, den ? num / den : num, interp.slowmo, ts.lastDuration, pricedFrames(declaredDuration, interp))
+}

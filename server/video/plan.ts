@@ -19,7 +19,7 @@
 import type { VideoModel } from '../catalog.js'
 import type { Prices } from '../pricing.js'
 import { videoJobPrice, videoNetwork } from '../pricing.js'
-import { decideInterp, FrameSchedule, packetBound, pricedFrames, timingError, framesSeconds, type InterpPlan } from './interp.js'
+import { decideInterp, FrameSchedule, packetBound, scheduleOf, timingError, framesSeconds, type InterpPlan } from './interp.js'
 import { probeTimestamps, probeVideo, ProbeError, type Timestamps, type VideoProbe } from './probe.js'
 import { displaySize, videoInputError } from './job.js'
 
@@ -152,12 +152,6 @@ export function scheduleDemand(schedule: FrameSchedule, frames: number): { outFr
     need(frames - 1)
   }
   return { outFrames: out, srFrames: sr }
-}
-
-/** The schedule of an interpolated job (the same in the plan and in the worker). */
-export function scheduleOf(ts: Pick<Timestamps, 'pts' | 'lastDuration'>, fps: number, frames: number, interp: Pick<InterpPlan, 'fps' | 'slowmo'>, declaredDuration: number): FrameSchedule {
-  const [num, den] = interp.fps.split('/').map(Number)
-  return new FrameSchedule(ts.pts, fps, frames, den ? num / den : num, interp.slowmo, ts.lastDuration, pricedFrames(declaredDuration, interp))
 }
 
 /**
