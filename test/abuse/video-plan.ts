@@ -26,6 +26,8 @@ import { frameFloorCoins, videoRate, videoNetworkSize } from '../../server/price
 import { probeVideo } from '../../server/video/probe.js'
 import { BUDGET_CODE } from '../../server/jobs/video.js'
 import type { VideoParams } from '../../server/jobs/params.js'
+import { videoQuote } from '../../playground/src/price.js'
+import type { CatalogModel } from '../../playground/src/api.js'
 
 const works = (bin: string, arg: string) => spawnSync(bin, [arg]).status === 0
 const hasTools = works('ffmpeg', '-version') && works('ffprobe', '-version') && works('mkvmerge', '--version') && works('mkvpropedit', '--version')
@@ -148,6 +150,11 @@ t.test('hole 2: the network never outputs more per frame than the priced tier ho
   t.equal(pr.statusCode, 200, pr.body)
   t.equal(pr.json().data.consume_coins, videoPrice(prices, 'standard', 3840, 2160, 4, 0.5), 'the 4K tier\'s price')
   t.ok(pr.json().data.consume_coins > videoPrice(prices, 'standard', 1280, 720, 4, 0.5), 'more than the 720p tier')
+  // the playground quotes the same (its page computes with server/price-rules.ts over GET /api/models' tables)
+  const models = (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as CatalogModel[]
+  const m1 = models.find((m) => m.name === 'general_restore_1x')!
+  t.equal(videoQuote(m1, 7680, 720, 0.5).coins, pr.json().data.consume_coins, 'the playground\'s quote for the panorama')
+  t.match(videoQuote(m1, 7680, 720, 0.5).text, /at 4k/)
 
   // decoded frames over the per-frame limit (36 MP): refused before any debit
   const before = await balance(app, id)
