@@ -135,6 +135,8 @@ export class JobLifecycle {
   private stopping = false
   /** This process's id in the run log (server/store/job-runs.ts). */
   private readonly runner = randomUUID()
+  /** Run log writes in flight (drain() awaits them). */
+  private readonly runLogWrites = new Set<Promise<void>>()
 
   constructor(private readonly d: LifecycleDeps) {
     // BullMQ's failure hook: a job the shared queue gave up on (attempts or stalls exhausted) ends here.
@@ -208,7 +210,7 @@ export class JobLifecycle {
     if (!job || job.status !== 'CONVERTING') return null
     // the attempt counts unless the previous run died with its process in company (server/store/job-runs.ts)
     const { attempt, interrupted } = await this.write(jobId, () => this.d.store.runs.begin(jobId, this.runner, this.d.maxAttempts))
-    if (interrupted) {
+    if (interrupted && interrupted.suspects > 0) {
       this.d.log.warn({ job: jobId, attempt, suspects: interrupted.suspects }, interrupted.forgiven
         ? 'the previous run died with its process among others: its attempt is given back'
         : 'the previous run died with its process: one attempt used')
@@ -334,6 +336,7 @@ export class JobLifecycle {
   /** Resolves when every delivery of this process has settled (after shutdown(): soon). */
   async drain(): Promise<void> {
     await Promise.all([...this.deliveries.values()].map((d) => d.done))
+    await Promise.all(this.runLogWrites)
   }
 
   /** Jobs running in this process now. */
@@ -347,12 +350,18 @@ export class JobLifecycle {
   /** @internal */
   runEnded(run: ActiveRun): void {
     if (this.runs.get(run.job.id) === run) this.runs.delete(run.job.id)
-    this.endRun(run.job.id)
+    if (run.state !== 'released') this.endRun(run.job.id)   // a release: runReleased() says how
   }
 
   /** The run log's row of a run of this process goes (its run ended here; server/store/job-runs.ts). */
   private endRun(jobId: string): void {
-    this.d.store.runs.end(jobId, this.runner).catch((err) => this.d.log.warn({ err, job: jobId }, 'run log not updated'))
+    this.runLog(jobId, this.d.store.runs.end(jobId, this.runner))
+  }
+
+  /** A run log write, awaited by drain() (a shutdown's releases are written before the process exits). */
+  private runLog(jobId: string, write: Promise<void>): void {
+    const p = write.catch((err) => this.d.log.warn({ err, job: jobId }, 'run log not updated')).finally(() => this.runLogWrites.delete(p))
+    this.runLogWrites.add(p)
   }
 
   /** @internal */
@@ -436,6 +445,8 @@ export class JobLifecycle {
   /** @internal */
   runReleased(run: ActiveRun, info: RunInfo, reason: 'retry' | 'shutdown'): void {
     this.emit('released', { job: ref(run.job), reason, run: info })
+    // stopped by this process's shutdown: not the job's crash, its next start does not count (server/store/job-runs.ts)
+    this.runLog(run.job.id, reason === 'shutdown' ? this.d.store.runs.release(run.job.id, this.runner) : this.d.store.runs.end(run.job.id, this.runner))
     // back in the queue: its expected finish no longer holds (the next start writes a new one)
     if (this.d.eta) void this.write(run.job.id, () => this.d.store.setProgress(run.job.id, run.writtenProgress, null)).catch(() => {})
   }

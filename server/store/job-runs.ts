@@ -16,6 +16,9 @@
  * What cannot be known: which of several jobs in a process that died caused it (a native crash takes every thread
  * with it; nothing is written after). A process whose queue lock was lost while it still ran (BullMQ stalled
  * check) looks like a dead one: its jobs are forgiven rather than charged (the lenient side).
+ * A run released by its process's shutdown (SIGTERM: the run stopped, the job handed back) is not a crash of the
+ * job: release() marks its row (no runner, suspects 0) and the next start does not count it, without using the
+ * job's forgiven allowance (a shutdown is the operator's, never the input's).
  * Rows of a dead process whose jobs never start again (canceled meanwhile) are purged after PURGE_MS.
  */
 import type Database from 'better-sqlite3'
@@ -25,7 +28,8 @@ import type pg from 'pg'
 export interface RunStart {
   /** The job's attempts after this start (the counter LUCENT_JOB_MAX_ATTEMPTS bounds). */
   attempt: number
-  /** The previous run of the job was cut by its process dying (null: it was not, or this is the first run). */
+  /** The previous run of the job was cut by its process dying (`suspects`: the runs it had), or by its shutdown
+   *  (`suspects` 0); null: it was not, or this is the first run. */
   interrupted: null | { suspects: number; forgiven: boolean }
 }
 
@@ -35,6 +39,8 @@ export interface RunLog {
   begin(jobId: string, runner: string, maxForgiven: number): Promise<RunStart>
   /** The run ended in its process: its row goes. */
   end(jobId: string, runner: string): Promise<void>
+  /** The run was released by its process's shutdown: its next start is not counted. */
+  release(jobId: string, runner: string): Promise<void>
 }
 
 /** Rows older than this are purged (a dead process's runs of jobs that never started again). */
@@ -69,6 +75,7 @@ interface Row { runner: string | null; suspects: number | null; forgiven: number
 function decide(prev: Row | undefined, maxForgiven: number) {
   const before = prev?.forgiven ?? 0
   const suspects = prev && prev.runner === null ? prev.suspects : null
+  if (suspects === 0) return { interrupted: { suspects, forgiven: true }, forgiven: before }   // a shutdown
   const interrupted = suspects !== null ? { suspects, forgiven: suspects > 1 && before < maxForgiven } : null
   return { interrupted, forgiven: before + (interrupted?.forgiven ? 1 : 0) }
 }
@@ -76,6 +83,7 @@ function decide(prev: Row | undefined, maxForgiven: number) {
 export class SqliteRuns implements RunLog {
   private readonly txBegin: Database.Transaction<(jobId: string, runner: string, maxForgiven: number) => RunStart>
   private readonly del: Database.Statement<[string, string]>
+  private readonly rel: Database.Statement<[string, string]>
 
   constructor(db: Database.Database) {
     db.exec(JOB_RUNS_SCHEMA_SQLITE)
@@ -87,6 +95,7 @@ export class SqliteRuns implements RunLog {
       ON CONFLICT (job_id) DO UPDATE SET runner = excluded.runner, started_at = excluded.started_at, suspects = NULL, forgiven = excluded.forgiven`)
     const purge = db.prepare('DELETE FROM job_runs WHERE started_at < ?')
     this.del = db.prepare('DELETE FROM job_runs WHERE job_id = ? AND (runner = ? OR runner IS NULL)')
+    this.rel = db.prepare('UPDATE job_runs SET runner = NULL, suspects = 0 WHERE job_id = ? AND runner = ?')
     this.txBegin = db.transaction((jobId: string, runner: string, maxForgiven: number): RunStart => {
       const now = Date.now()
       let p = prev.get(jobId)
@@ -104,6 +113,7 @@ export class SqliteRuns implements RunLog {
 
   async begin(jobId: string, runner: string, maxForgiven: number) { return this.txBegin.immediate(jobId, runner, maxForgiven) }
   async end(jobId: string, runner: string) { this.del.run(jobId, runner) }
+  async release(jobId: string, runner: string) { this.rel.run(jobId, runner) }
 }
 
 export class PgRuns implements RunLog {
@@ -151,5 +161,9 @@ export class PgRuns implements RunLog {
 
   async end(jobId: string, runner: string) {
     await this.pool.query('DELETE FROM job_runs WHERE job_id = $1 AND (runner = $2 OR runner IS NULL)', [jobId, runner])
+  }
+
+  async release(jobId: string, runner: string) {
+    await this.pool.query('UPDATE job_runs SET runner = NULL, suspects = 0 WHERE job_id = $1 AND runner = $2', [jobId, runner])
   }
 }

@@ -4,6 +4,7 @@
  *  - on the real SQLite store, a "process" is a JobLifecycle with its runner id; a crash is a lifecycle whose runs
  *    never end (nothing more is written, as when the process dies): jobs that ran together get their attempt back
  *    (up to maxAttempts times), a job that ran alone is charged; a run that ended normally is not an interruption;
+ *    a run released by a shutdown (SIGTERM, a deploy) is not counted (on main at 0f0453c every one was);
  *  - an engine thread that dies under one of two running jobs (piscina worker exit): only that job is charged an
  *    attempt and runs again (on main at 0f0453c it failed at once, 100500000); the other job is untouched;
  *  - the same against a real `lucent serve` (SQLite, 2 workers, LUCENT_JOB_MAX_ATTEMPTS=1) killed with SIGKILL while
@@ -19,7 +20,7 @@ import { PgStore } from '../../server/store/postgres.js'
 import type { Store } from '../../server/store/types.js'
 import { requireServices, freshDatabase } from '../scaleout/services.js'
 import { MemoryQueue } from '../../server/queue/memory.js'
-import { JobLifecycle } from '../../server/jobs/lifecycle.js'
+import { JobLifecycle, settleAborted } from '../../server/jobs/lifecycle.js'
 import type { PhotoParams } from '../../server/jobs/params.js'
 import { newApiKey } from '../../server/auth.js'
 import type { Piscina } from 'piscina'
@@ -123,6 +124,30 @@ t.test('runs that ended normally, and a release, are not interruptions', async (
   t.equal((await p2.start('b'))?.attempt, 2, 'a released run counts as before (no crash to settle)')
 })
 
+t.test('a run released by its process\'s shutdown does not count: a deploy uses no attempt', async (t) => {
+  const s = await setup(t, 1, open)
+  if (!s) return
+  const p1 = s.proc()
+  await s.submit(p1, 'a')
+  await s.submit(p1, 'b')
+  let p = p1
+  for (let i = 0; i < 3; i++) {
+    const run = await p.start('a')
+    t.equal(run?.attempt, 1, `start ${i + 1}: attempt 1`)
+    p.shutdown()
+    await settleAborted(run!)
+    t.equal(run!.state, 'released')
+    await p.drain()   // as the process's close does: its run log writes are done before it exits
+    p = s.proc()
+  }
+  t.ok(await (await p.start('a'))!.complete('r/a.png'), 'it completes, never over its one attempt')
+  // a run ended by a crash in between is still settled as one
+  const b = await p.start('b')
+  t.equal(b?.attempt, 1)
+  t.equal(await s.proc().start('b'), null, 'b ran alone when its process died: over its one attempt')
+  t.match(await s.store.getJob('b'), { status: 'ERROR', errorCode: 100500006 })
+})
+
 t.test('two processes settling one dead process at once count it once', async (t) => {
   const s = await setup(t, 3, open)
   if (!s) return
@@ -161,7 +186,7 @@ t.test('an engine thread that dies charges an attempt to the job it ran, and onl
   t.same(done.map((j) => j!.attempts).sort(), [1, 2], 'one attempt charged, to the job whose thread died')
 })
 
-t.test('SIGKILL of `lucent serve` running two jobs: both complete after the restart (LUCENT_JOB_MAX_ATTEMPTS=1)', { skip: !addonBuilt && 'native/node/index.js not built yet' }, async (t) => {
+t.test('SIGKILL of `lucent serve` running two jobs: both complete after the restart; one alone fails; SIGTERM counts nothing (LUCENT_JOB_MAX_ATTEMPTS=1)', { skip: !addonBuilt && 'native/node/index.js not built yet' }, async (t) => {
   const dataDir = await tempDir(t)
   const env = {
     ...process.env, DATA_DIR: dataDir, HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1', LUCENT_LOG_LEVEL: 'warn',
@@ -208,5 +233,13 @@ t.test('SIGKILL of `lucent serve` running two jobs: both complete after the rest
   const rows = d.prepare('SELECT job_id, kind, delta, reason FROM ledger WHERE job_id IS NOT NULL ORDER BY id').all() as Array<{ job_id: string; kind: string; delta: number; reason: string | null }>
   d.close()
   t.same(rows.filter((r) => r.kind === 'refund'), [{ job_id: alone.job_id, kind: 'refund', delta: alone.consume_coins, reason: 'failed 100500006' }], 'only it refunded, in full')
+
+  // a graceful stop (SIGTERM: a deploy) releases the run; the restart runs it again without counting it
+  const deploy = await submit('d.png', 320)
+  await waitFor(async () => attemptsOf([deploy.job_id])[0] === 1 || null, 120_000, 50)
+  await server.kill('SIGTERM')
+  await server.start()
+  t.equal((await end(deploy.job_id)).status, 'COMPLETED', 'a job stopped by a deploy completes')
+  t.same(attemptsOf([deploy.job_id]), [1], 'the deploy used none of its attempts')
   await server.kill('SIGTERM')
 })
