@@ -10,8 +10,8 @@ import type { S3Config } from './storage/s3.js'
 import { defaultQuotas, type KeyQuotas } from './store/quotas.js'
 import type { OutboundSettings, PortRule } from './fetch/policy.js'
 import { ConfigError, MODELS_META_DIR, SETTINGS, nativeOnly, readSetting } from './settings.js'
-
 import { parseAdminTokens, type AdminTokenHash } from './admin/token.js'
+
 export { ConfigError, MODELS_META_DIR }
 
 /** Video tools and encoding settings (server/video/, server/jobs/video.ts). */
@@ -67,9 +67,9 @@ export interface Config {
   rateBurst: number
   ratePerSec: number
   queueMax: number
-  pricesFile?: string
   /** A key's share of the waiting places (LUCENT_QUEUE_MAX_PER_KEY); null: half of queueMax. */
   queueMaxPerKey: number | null
+  pricesFile?: string
   video: VideoSettings
   fetchMaxBytes: number
   fetchMaxVideoBytes: number
@@ -99,14 +99,14 @@ export interface Config {
   /** Serve the web playground at / and /playground (server/playground.ts). */
   playground: boolean
   webhooks: WebhookSettings
+  /** The admin API (server/admin/): the tokens' hashes (none: no admin API), its own listener (port null: on PORT
+   *  under /admin/v1). */
+  admin: { tokens: AdminTokenHash[]; port: number | null; host: string }
 }
 
 const num = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as number
 const str = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as string
 const opt = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as string | undefined
-  /** The admin API (server/admin/): the tokens' hashes (none: no admin API), its own listener (port null: on PORT
-   *  under /admin/v1). */
-  admin: { tokens: AdminTokenHash[]; port: number | null; host: string }
 const list = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as string[]
 
 function s3Config(env: NodeJS.ProcessEnv): S3Config | null {
@@ -177,10 +177,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     rateBurst: num(env, 'LUCENT_RATE_BURST'),
     ratePerSec: num(env, 'LUCENT_RATE_PER_SEC'),
     queueMax: num(env, 'LUCENT_QUEUE_MAX'),
+    queueMaxPerKey: (readSetting(env, 'LUCENT_QUEUE_MAX_PER_KEY') as number | undefined) ?? null,
     pricesFile: opt(env, 'LUCENT_PRICES'),
     video: videoSettings(env),
     fetchMaxBytes: num(env, 'LUCENT_FETCH_MAX_BYTES'),
-    queueMaxPerKey: (readSetting(env, 'LUCENT_QUEUE_MAX_PER_KEY') as number | undefined) ?? null,
     fetchMaxVideoBytes: num(env, 'LUCENT_FETCH_MAX_VIDEO_BYTES'),
     fetchTimeoutMs: num(env, 'LUCENT_FETCH_TIMEOUT_MS'),
     outbound: {
@@ -220,10 +220,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       pollMs: num(env, 'LUCENT_WEBHOOK_POLL_MS'),
       maxReplays: num(env, 'LUCENT_WEBHOOK_MAX_REPLAYS'),
     },
+    admin: adminConfig(env),
   }
   return { ...cfg, ...overrides }
 }
-    admin: adminConfig(env),
 
 function adminConfig(env: NodeJS.ProcessEnv): Config['admin'] {
   const tokens = parseAdminTokens(list(env, 'LUCENT_ADMIN_TOKEN_SHA256'))

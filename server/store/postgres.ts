@@ -171,9 +171,9 @@ export class PgStore implements Store {
   readonly webhooks: PgWebhooks
   readonly ownModels: PgOwnModels
   readonly quotas: PgQuotas
+  readonly runs: PgRuns
   readonly audit: PgAudit
   private closed = false
-  readonly runs: PgRuns
 
   private constructor(url: string, o: PgStoreOptions) {
     this.pool = new pg.Pool({ connectionString: url, max: o.max ?? 10, types: typeParser as pg.CustomTypesConfig, ...o.pool })
@@ -182,9 +182,9 @@ export class PgStore implements Store {
     this.webhooks = new PgWebhooks(this.pool)
     this.ownModels = new PgOwnModels(this.pool)
     this.quotas = new PgQuotas(this.pool)
+    this.runs = new PgRuns(this.pool)
     this.audit = new PgAudit(this.pool, { toKey: (r) => toKey(r as KeyRow), toLedger: (r) => toLedger(r as LedgerRow), insertKey })
   }
-    this.runs = new PgRuns(this.pool)
 
   /** Connects, runs pending migrations (serialised across processes), returns the store. */
   static async open(url: string, o: PgStoreOptions = {}): Promise<PgStore> {
@@ -210,10 +210,10 @@ export class PgStore implements Store {
         version++
         await c.query('UPDATE lucent_schema SET version = $1', [version])
       }
-    })
-  }
       // schemas of their own (CREATE ... IF NOT EXISTS, under the same lock): the run log (./job-runs.ts)
       await c.query(JOB_RUNS_SCHEMA_PG)
+    })
+  }
 
   /** Schema version after migrations (for ops/tests). */
   async schemaVersion(): Promise<number> {
