@@ -6,7 +6,7 @@
  * delta, why, the request id and when. Coins never go below 0: an adjustment that would is refused, nothing written.
  * Used only through server/admin/keys.ts (the HTTP admin API and `lucent keys` share it).
  */
-import type { ApiKey, JobStatus, LedgerEntry } from './types.js'
+import type { ApiKey, JobStatus, LedgerEntry } from './rows.js'
 
 export type AuditAction = 'key.create' | 'key.update' | 'coins.topup' | 'coins.adjust' | 'quotas.set' | 'webhook.update'
 

@@ -6,20 +6,11 @@ import type { AuditStore } from './audit.js'
 import type { QuotaStore } from './quotas.js'
 import type { EndCause } from '../jobs/refund.js'
 import type { RunLog } from './job-runs.js'
+import type { ApiKey, JobStatus, LedgerEntry } from './rows.js'
 
-export interface ApiKey {
-  id: string
-  hash: string            // sha256 hex of the key; the key itself is never stored
-  coins: number
-  trialTotal: number
-  trialLeft: number
-  expiresAt: number | null // ms epoch
-  rate: number | null      // per-key refill rate (requests/s) overriding LUCENT_RATE_PER_SEC
-  revoked: boolean
-  createdAt: number
-}
+// the rows that the store's own modules also read (./rows.ts: no import cycle with ./audit.ts)
+export type { ApiKey, JobStatus, LedgerEntry }
 
-export type JobStatus = 'CONVERTING' | 'COMPLETED' | 'ERROR'
 export type JobKind = 'photo' | 'video'
 
 export interface Job {
@@ -52,18 +43,6 @@ export interface JobStatusRow {
   etaAt: number | null
 }
 
-export interface LedgerEntry {
-  id: number
-  keyId: string
-  jobId: string | null
-  /** 'adjust': an operator's correction (admin API / `lucent keys adjust`), signed, with its reason. */
-  kind: 'grant' | 'topup' | 'adjust' | 'debit' | 'refund' | 'trial' | 'trial_refund'
-  delta: number
-  balanceAfter: number
-  at: number
-  /** Why a refund was given (server/jobs/refund.ts), or an operator's reason for a topup / adjust; null for other rows. */
-  reason: string | null
-}
 
 /** Extension: the PUT of a job's result to its output_put_url (server/jobs/output-put.ts). */
 export interface OutputPutState {

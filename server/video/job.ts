@@ -19,7 +19,9 @@ import type { VideoSettings } from '../config.js'
 import type { VideoModel } from '../catalog.js'
 import { interpProcessor } from '../jobs/video-interp.js'
 import { FrameSchedule, packetBound, scheduleOf, type InterpPlan } from './interp.js'
-import { probeTimestamps, type VideoProbe } from './probe.js'
+import { displaySize, probeTimestamps, type VideoProbe } from './probe.js'
+// a probe's facts (./probe.ts), also imported from here by older callers
+export { displaySize, videoInputError } from './probe.js'
 import type { VideoPlan } from './plan.js'
 import { WorkMeter } from './meter.js'
 import { keepsVfr, transcode } from './transcode.js'
@@ -29,24 +31,6 @@ import { toolWorks } from './tools.js'
 export function batchFor(width: number, height: number, scale: number, batchMb: number): number {
   const outFrame = width * scale * height * scale * 3
   return Math.max(1, Math.min(8, Math.floor((batchMb * 1024 * 1024) / Math.max(1, outFrame))))
-}
-
-/** The displayed (upright) sides of a probed video: a 90 / 270 degree rotation swaps them. */
-export function displaySize(pr: Pick<VideoProbe, 'width' | 'height' | 'rotation'>): { width: number; height: number } {
-  return pr.rotation === 90 || pr.rotation === 270 ? { width: pr.height, height: pr.width } : { width: pr.width, height: pr.height }
-}
-
-/**
- * What is wrong with a probed input for `model` (null: nothing): not a video ffmpeg decodes as one (an image
- * sequence or pipe demuxer, no size: 110400007), or a duration outside the model's limits (110400011).
- */
-export function videoInputError(pr: VideoProbe, model: Pick<VideoModel, 'name' | 'limits'>): { code: 110400007 | 110400011; detail: string } | null {
-  if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) return { code: 110400007, detail: 'not a video' }
-  const lim = model.limits
-  if (!(pr.duration >= lim.minSeconds && pr.duration <= lim.maxSeconds)) {
-    return { code: 110400011, detail: `${pr.duration.toFixed(2)} s is outside ${lim.minSeconds}..${lim.maxSeconds} s for ${model.name}` }
-  }
-  return null
 }
 
 /** The engine's two video calls, from the server's pool or the CLI's addon; each throws on failure (an error

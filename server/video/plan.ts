@@ -20,8 +20,7 @@ import type { VideoModel } from '../catalog.js'
 import type { Prices } from '../pricing.js'
 import { videoJobPrice, videoNetwork } from '../pricing.js'
 import { decideInterp, FrameSchedule, packetBound, scheduleOf, timingError, framesSeconds, type InterpPlan } from './interp.js'
-import { probeTimestamps, probeVideo, ProbeError, type Timestamps, type VideoProbe } from './probe.js'
-import { displaySize, videoInputError } from './job.js'
+import { displaySize, probeTimestamps, probeVideo, ProbeError, videoInputError, type Timestamps, type VideoProbe } from './probe.js'
 
 type Size = { width: number; height: number }
 

@@ -13,6 +13,7 @@
  * file,pipe`, so no input (an HLS or concat playlist) can make them open another file or the network.
  */
 import { execFile, spawn } from 'node:child_process'
+import type { VideoModel } from '../catalog.js'
 
 export interface VideoProbe {
   /** Index (in the file's stream list) of the video stream probed: the one decoded and priced. */
@@ -231,4 +232,22 @@ export function analyseTimestamps(pts: number[]): Timestamps {
   const tol = Math.max(interval * 0.25, 1e-4)
   const vfr = d.some((x) => Math.abs(x - interval) > tol)
   return { pts, vfr, interval }
+}
+
+/** The displayed (upright) sides of a probed video: a 90 / 270 degree rotation swaps them. */
+export function displaySize(pr: Pick<VideoProbe, 'width' | 'height' | 'rotation'>): { width: number; height: number } {
+  return pr.rotation === 90 || pr.rotation === 270 ? { width: pr.height, height: pr.width } : { width: pr.width, height: pr.height }
+}
+
+/**
+ * What is wrong with a probed input for `model` (null: nothing): not a video ffmpeg decodes as one (an image
+ * sequence or pipe demuxer, no size: 110400007), or a duration outside the model's limits (110400011).
+ */
+export function videoInputError(pr: VideoProbe, model: Pick<VideoModel, 'name' | 'limits'>): { code: 110400007 | 110400011; detail: string } | null {
+  if (/(^|,)(image2|[a-z0-9]+_pipe)(,|$)/.test(pr.format) || !pr.width || !pr.height) return { code: 110400007, detail: 'not a video' }
+  const lim = model.limits
+  if (!(pr.duration >= lim.minSeconds && pr.duration <= lim.maxSeconds)) {
+    return { code: 110400011, detail: `${pr.duration.toFixed(2)} s is outside ${lim.minSeconds}..${lim.maxSeconds} s for ${model.name}` }
+  }
+  return null
 }
