@@ -77,7 +77,7 @@ t.test('photo: engine result stored under r/<id>.<ext>, job completed, progress 
   s.jobs.on('progress', (e) => progress.push(e.progress))
   await s.photo('p1', { ...photoParams(), exif: true, dpi: 300 })
   t.equal(await s.run('p1'), 'ended')
-  t.same(calls, [{ bytes: png(4, 4).length, options: { model: 'general_2x', format: 'png', exif: true, dpi: 300 } }], 'typed parameters reach the engine')
+  t.same(calls, [{ bytes: png(4, 4).length, options: { model: 'general_2x', format: 'png', exif: true, dpi: 300, budget: (8 * 8 / 1e6) * 1.1 } }], 'typed parameters reach the engine, with the work budget of its priced 8x8 output (+10 %)')
   t.same(progress, [10, 50, 90])
   t.match(await s.store.getJob('p1'), { status: 'COMPLETED', resultKey: 'r/p1.png' })
   const stored = await s.storage.get('r/p1.png')
