@@ -27,7 +27,7 @@ import { asksForSize, outputSize } from '../jobs/output-size.js'
 import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
 import { uprightSize } from '../media/orientation.js'
 import { ownPin } from '../own-models/registry.js'
-import { checkJobsInFlight } from './quota.js'
+import { checkJobsInFlight, quotaError } from './quota.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -57,6 +57,8 @@ function submitError(r: Extract<SubmitResult, { ok: false }>): ApiError {
   if (r.reason === 'no_key') return new ApiError(110400000)
   if (r.reason === 'not_queued') return new ApiError(100500000, { detail: `enqueue failed: ${r.error.message}` })
   if (r.reason === 'idempotency_conflict') return new ApiError(110409001)
+  // the jobs-in-flight quota as counted in the debit's transaction: the same 429 as the early check (./quota.ts)
+  if (r.reason === 'jobs_in_flight') return quotaError('jobs_in_flight', { limit: r.limit, used: r.used, retryAt: null })
   return new ApiError(110402000)
 }
 

@@ -61,8 +61,9 @@ export function quotaHeaders(reply: FastifyReply, q: KeyQuotas, u: Pick<QuotaUsa
   if (p.length) reply.header('ratelimit-policy', p.join(', ')).header('ratelimit', r.join(', '))
 }
 
-/** A submission of a key at its jobs-in-flight quota: 429 before anything is fetched or debited. (A check, not a
- *  reservation: parallel submissions of one key may pass it together, by at most their number.) */
+/** A submission of a key at its jobs-in-flight quota: 429 before anything is fetched or debited. A fast path only:
+ *  the exact count is taken again in the store's debit transaction (debitAndCreateJob refuses with reason
+ *  'jobs_in_flight', answered with the same 429), so parallel submissions of one key cannot pass it together. */
 export async function checkJobsInFlight(l: Lucent, keyId: string): Promise<void> {
   const q = await l.store.quotas.get(keyId)
   if (q.maxJobsInFlight === null) return

@@ -300,6 +300,9 @@ export class PgStore implements Store {
         if (prev && prev.request_hash !== idem.hash) return { ok: false, reason: 'idempotency_conflict' }
         if (prev) return { ok: false, reason: 'replay', job: { hash: prev.request_hash, jobId: prev.job_id, coins: prev.coins } }
       }
+      // the key's jobs-in-flight quota counted under the key's row lock (the route's early check is a fast path)
+      const full = await this.quotas.jobsInFlightFull(c, j.keyId)
+      if (full) return { ok: false, reason: 'jobs_in_flight', ...full }
       let trial = false
       let charged = j.coins
       let balance: number

@@ -105,6 +105,14 @@ export class PgQuotas implements QuotaStore {
       return r.rowCount === 1 ? { ok: true } : { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
     })
   }
+  /** Inside the store's debit transaction (postgres.ts, `c` holding the key's row lock): the key's jobs-in-flight
+   *  quota and its CONVERTING jobs, when a new job would pass it; null when there is room. */
+  async jobsInFlightFull(c: pg.PoolClient, keyId: string): Promise<{ limit: number; used: number } | null> {
+    const limit = (await this.quotasOf(c, keyId)).maxJobsInFlight
+    if (limit === null) return null
+    const used = Number((await c.query<{ n: string }>("SELECT COUNT(*) AS n FROM jobs WHERE key_id = $1 AND status = 'CONVERTING'", [keyId])).rows[0].n)
+    return used >= limit ? { limit, used } : null
+  }
   async rekey(objectKey: string, newKey: string) { await this.pool.query('UPDATE quota_objects SET object_key = $1 WHERE object_key = $2', [newKey, objectKey]) }
   async release(objectKey: string) { await this.pool.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey]) }
   async owner(objectKey: string, now = Date.now()) {

@@ -98,6 +98,14 @@ export class SqliteQuotas implements QuotaStore {
   async commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }) {
     return this.txCommit.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now())
   }
+  /** Inside the store's debit transaction (sqlite.ts, synchronous): the key's jobs-in-flight quota and its CONVERTING
+   *  jobs, when a new job would pass it; null when there is room. */
+  jobsInFlightFull(keyId: string): { limit: number; used: number } | null {
+    const limit = mergeQuotas(this.defaults, parseOverrides(this.s.overrides.get(keyId)?.overrides)).maxJobsInFlight
+    if (limit === null) return null
+    const used = this.s.jobs.get(keyId)!.n
+    return used >= limit ? { limit, used } : null
+  }
   async release(objectKey: string) { this.s.drop.run(objectKey) }
   async rekey(objectKey: string, newKey: string) { this.s.rekey.run(newKey, objectKey) }
   async owner(objectKey: string, now = Date.now()) {

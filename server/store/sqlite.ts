@@ -239,6 +239,9 @@ export class SqliteStore implements Store {
         if (prev && prev.request_hash !== idem.hash) return { ok: false, reason: 'idempotency_conflict' }
         if (prev) return { ok: false, reason: 'replay', job: { hash: prev.request_hash, jobId: prev.job_id, coins: prev.coins } }
       }
+      // the key's jobs-in-flight quota counted here, in the IMMEDIATE transaction (the route's early check is a fast path)
+      const full = this.quotas.jobsInFlightFull(j.keyId)
+      if (full) return { ok: false, reason: 'jobs_in_flight', ...full }
       let trial = false
       let charged = j.coins
       if (key.trial_left > 0) {

@@ -78,6 +78,9 @@ export const IDEMPOTENCY_MS = 24 * 3600 * 1000
 export type DebitResult =
   | { ok: true; job: Job; charged: number; trial: boolean }
   | { ok: false; reason: 'insufficient' | 'trial_exhausted' | 'no_key' }
+  /** The key already has `limit` jobs in flight (its jobs-in-flight quota, server/store/quotas.ts), counted inside
+   *  the debit's transaction: parallel submissions of one key cannot pass it together (nothing debited). */
+  | { ok: false; reason: 'jobs_in_flight'; limit: number; used: number }
   /** The Idempotency-Key already made a job (nothing debited): with the same request -> that job (`replay`),
    *  another request -> `idempotency_conflict`. */
   | { ok: false; reason: 'replay'; job: IdempotentJob }

@@ -281,6 +281,45 @@ t.test('hole 8 on PostgreSQL: parallel uploads and submissions of one key throug
   t.equal(await balance(app, id), 90, 'one job debited')
 })
 
+/** 20 parallel photo submissions of one key with maxJobsInFlight 3: the store counts the key's jobs in its debit
+ *  transaction, so exactly 3 are accepted (before: the route's check alone let parallel ones pass together). */
+async function parallelInFlight(t: Test, env: Record<string, string> = {}) {
+  const app = await build(t, env)
+  app.lucent.queue.pause()
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 1000 })
+  await app.lucent.store.quotas.set(id, { maxJobsInFlight: 3 })
+  const img = srv.put('a.png', png(16, 16), 'image/png')
+  const rs = await Promise.all(Array.from({ length: 20 }, () =>
+    post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: img, extension: '.png' })))
+  const accepted = rs.filter((r) => r.statusCode === 200)
+  t.equal(accepted.length, 3, `exactly 3 of 20 parallel submissions accepted (${accepted.length})`)
+  const refused = rs.filter((r) => r.statusCode !== 200)
+  t.ok(refused.every((r) => r.statusCode === 429 && r.json().error_code === 100429000), 'the others: 429 100429000')
+  const late = refused.find((r) => r.headers['ratelimit-policy'] !== undefined)!
+  check429(t, { statusCode: late.statusCode, headers: late.headers, body: late.json() }, 'jobs_in_flight', 3, 'refused in the debit transaction or before')
+  const charged = accepted.reduce((n, r) => n + r.json().data.consume_coins, 0)
+  t.equal(await balance(app, id), 1000 - charged, 'only the accepted ones debited')
+  t.equal((await app.lucent.store.ledger(id)).filter((e) => e.kind === 'debit').length, 3, 'three debit rows')
+  t.equal((await app.lucent.store.quotas.usage(id)).jobsInFlight, 3, 'three jobs in flight')
+  t.equal(storedOriginals(app), 3, 'the refused ones left no stored original')
+}
+
+/** Originals stored under o/ (photo submissions) on local storage, meta files aside. */
+function storedOriginals(app: FastifyInstance): number {
+  const root = path.join(app.lucent.config.dataDir, 'objects', 'o')
+  if (!fs.existsSync(root)) return 0
+  return (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => !f.endsWith('.meta.json') && !f.endsWith('.tmp')).length
+}
+
+t.test('jobs in flight counted exactly: 20 parallel submissions, quota 3 (SQLite)', (t) => parallelInFlight(t))
+
+t.test('jobs in flight counted exactly: 20 parallel submissions, quota 3 (PostgreSQL)', async (t) => {
+  const svc = await requireServices(t)
+  if ('skip' in svc) return t.plan(0, svc.skip)
+  await parallelInFlight(t, { LUCENT_DATABASE_URL: await freshDatabase(t, svc.LUCENT_DATABASE_URL) })
+})
+
 /** The store's quota rules, the same on both backends. */
 async function storeRules(t: Test, store: Store) {
   const q = store.quotas
