@@ -72,6 +72,8 @@ export interface Config {
   pricesFile?: string
   video: VideoSettings
   fetchMaxBytes: number
+  /** LUCENT_INPUT_MEMORY_BYTES: photo input bytes held in memory at once per process (server/input.ts). */
+  inputMemoryBytes: number
   fetchMaxVideoBytes: number
   fetchTimeoutMs: number
   /** Every outbound request a user names: allowed ports, DNS time limit and servers (server/fetch/policy.ts). */
@@ -181,6 +183,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     pricesFile: opt(env, 'LUCENT_PRICES'),
     video: videoSettings(env),
     fetchMaxBytes: num(env, 'LUCENT_FETCH_MAX_BYTES'),
+    inputMemoryBytes: num(env, 'LUCENT_INPUT_MEMORY_BYTES'),
     fetchMaxVideoBytes: num(env, 'LUCENT_FETCH_MAX_VIDEO_BYTES'),
     fetchTimeoutMs: num(env, 'LUCENT_FETCH_TIMEOUT_MS'),
     outbound: {

@@ -151,6 +151,7 @@ export const SETTINGS: readonly Setting[] = [
   // --- outbound
   { name: 'LUCENT_FETCH_ALLOW', type: 'list', default: null, defaultDoc: '(empty)', doc: 'Comma list of hosts/IPs that may be fetched although private, on any port (local testing)', readers: ['server', 'cli'], group: G.outbound },
   { name: 'LUCENT_FETCH_MAX_BYTES', type: 'bytes', default: 256 * MiB, min: 1, unit: 'bytes', doc: 'Max bytes fetched for a photo', readers: SERVER, group: G.outbound },
+  { name: 'LUCENT_INPUT_MEMORY_BYTES', type: 'bytes', default: 512 * MiB, min: 1, unit: 'bytes', doc: 'Bytes of photo inputs the gateway holds in memory at once (read whole for their header facts; one input larger than this is read alone); a submission waits up to 5 s for room, then 503 + Retry-After (100500007), nothing debited', readers: SERVER, group: G.outbound },
   { name: 'LUCENT_FETCH_MAX_VIDEO_BYTES', type: 'bytes', default: 1024 * MiB, min: 1, unit: 'bytes', doc: 'Max bytes fetched for a video', readers: SERVER, group: G.outbound },
   { name: 'LUCENT_FETCH_TIMEOUT_MS', type: 'duration', default: 30_000, min: 1, unit: 'ms', doc: 'Total deadline of fetching a user URL', readers: SERVER, group: G.outbound },
   { name: 'LUCENT_OUTBOUND_PORTS', type: 'ports', default: 'default', defaultDoc: '80,443,1024-65535 minus service ports',

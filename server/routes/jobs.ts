@@ -12,7 +12,7 @@ import { missingVideoTools } from '../video/tools.js'
 import { slowmoError } from '../video/interp.js'
 import { displaySize } from '../video/job.js'
 import { planVideo, readVideo, PlanError } from '../video/plan.js'
-import { loadBytes, loadToFile, readHead } from '../input.js'
+import { loadToFile, photoFacts, readHead, withPhotoInput } from '../input.js'
 import { ok, type Lucent } from '../context.js'
 import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
 import { IdempotencyHeaders, idempotencyOf, lookup, replayAnswer } from './idempotency.js'
@@ -25,7 +25,6 @@ import type { SubmitResult } from '../jobs/lifecycle.js'
 import { taskStatusData, type TaskStatusData } from '../jobs/status.js'
 import { asksForSize, outputSize } from '../jobs/output-size.js'
 import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
-import { uprightSize } from '../media/orientation.js'
 import { ownPin } from '../own-models/registry.js'
 import { checkJobsInFlight, quotaError } from './quota.js'
 
@@ -125,13 +124,13 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
     // Extension: the result also PUT to the caller's bucket (checked before anything is fetched).
     if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config)
-    return withQueueSlot(l, req.apiKey!.id, async (commit) => {
-      const bytes = await loadBytes(b.img_url, 'photo', l.config, l.storage, l.config.fetchMaxBytes)
-      const sn = sniff(bytes)
-      if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height) throw new ApiError(110400007)
-      const inPx = sn.width * sn.height
+    // the input spooled to a temporary file, read whole only for its header facts within the gateway's input memory
+    // budget (server/input.ts: LUCENT_INPUT_MEMORY_BYTES; past a short wait 503 + Retry-After, nothing debited)
+    return withQueueSlot(l, req.apiKey!.id, (commit) => withPhotoInput(b.img_url, l.config, l.storage, async (input) => {
       // the sides the networks see: every format's orientation, as the engine applies it (server/media/orientation.ts)
-      const upright = uprightSize(bytes, { format: sn.format, width: sn.width, height: sn.height })
+      const { sn, upright } = await photoFacts(input.file, input.size, l.config)
+      if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height || !upright) throw new ApiError(110400007)
+      const inPx = sn.width * sn.height
       let run = model
       let output = { width: sn.width * model.scale, height: sn.height * model.scale }
       let target: { width?: number; height?: number } | undefined
@@ -150,7 +149,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       const coins = photoJobPrice(l.prices, run, upright, target ? output : undefined, l.ownModels.photoModels())
       const id = newJobId()
       const originalKey = `o/${id}.${sn.format}`
-      await l.storage.put(originalKey, bytes, contentTypeFor(sn.format))
+      await l.storage.putStream(originalKey, fs.createReadStream(input.file), contentTypeFor(sn.format), Number.MAX_SAFE_INTEGER)
       const created = await submit(l, {
         id, keyId: req.apiKey!.id, kind: 'photo', model: run.name, coins, originalKey, idempotency,
         params: {
@@ -165,7 +164,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       }, commit, hook)
       if (!target) return created
       return { ...created, data: { ...created.data, model_name: run.name, output_width: output.width, output_height: output.height } }
-    })
+    }))
   })
 
   /** An interpolation model (the catalog's `interpolation`: frame_interpolation) without `resolution` keeps the
