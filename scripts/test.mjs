@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: every test of the project. The Rust workspace (the clippy gate, then `cargo test --release`, sharing the
 // release build of the addon), the real cooperative-matrix tests on Mesa 26's lavapipe where
-// `scripts/mesa-coop.sh prepare` made its root, then the tap suites. Prints the time of each tap suite file
+// `scripts/mesa-coop.sh prepare` made its root, then the tap suites, then the Python client's pytest suite
+// (clients/python/run-tests.mjs, a `test result:` line). Prints the time of each tap suite file
 // (`# suite times: ...`, slowest first), then tap's totals as `# tap-pass N` / `# tap-fail N` lines (.ci/run
 // adds them to cargo's "test result:" lines) and exits non-zero if anything failed. Pass `--js` or `--rust` to
 // run one half only; other arguments go to tap.
@@ -108,5 +109,8 @@ if (only !== 'rust') {
   console.log(`# tap-pass ${pass}`)
   console.log(`# tap-fail ${fail}`)
   if (fail > 0) failed = true
+  // the Python client's pytest suite against a real `lucent serve` (venv data/pyenv, packages from PyPI; not run
+  // without python3 >= 3.9, nor when tap was given suite files): one cargo-style `test result:` line for .ci/run
+  if (!tapArgs.length && (await run(process.execPath, [path.join(root, 'clients/python/run-tests.mjs')])).code !== 0) failed = true
 }
 process.exit(failed ? 1 : 0)
