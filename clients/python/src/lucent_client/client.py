@@ -100,7 +100,7 @@ class Client:
     def cancel(self, job_id: str) -> TaskStatus:
         """POST /api/task-cancel (extension): a waiting job never runs, a running one stops; refunded once. Answers
         the job's status (ERROR, reason ``canceled``); a finished job raises ConflictError (110409000)."""
-        return self._send(Req("POST", "/api/task-cancel", {"job_id": job_id}, safe=True))
+        return self._send(Req("POST", "/api/task-cancel", {"job_id": job_id}, safe=False))
 
     def wait(self, job_id: str, *, timeout: Optional[float] = None, poll_interval: Optional[float] = None,
              min_interval: float = 1.0, max_interval: float = 10.0, on_progress: Optional[ProgressFn] = None) -> TaskStatus:
