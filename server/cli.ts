@@ -67,10 +67,18 @@ async function serve(opts: { role?: string }) {
     store: config.databaseUrl ? 'postgres' : 'sqlite', queue: config.redisUrl ? 'bullmq' : child ? 'primary (ipc)' : 'memory', storage: config.s3 ? 's3' : 'disk' }, 'lucent serving')
   link?.notifyListening(addr)
   let closing = false
+  // SIGTERM / SIGINT: drain (server/plugins/lifecycle.ts: not ready, no new jobs, running ones finish within
+  // LUCENT_DRAIN_GRACE_MS, the rest handed back without using an attempt), then close; a second signal: at once
+  const { drainForStop } = await import('./plugins/lifecycle.js')
   const stop = () => {
-    if (closing) return
+    if (closing) {
+      app.log.warn('second signal: stopping now (running jobs go back to the queue)')
+      app.lucent.jobs.shutdown()
+      setTimeout(() => process.exit(1), 10_000).unref()
+      return
+    }
     closing = true
-    app.close().then(() => process.exit(0), () => process.exit(1))
+    drainForStop(app).catch((err) => app.log.error({ err }, 'drain failed')).then(() => app.close()).then(() => process.exit(0), () => process.exit(1))
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
@@ -98,9 +106,17 @@ async function servePrimary(config: Config) {
   const log = { info: line('info'), warn: line('warn'), error: line('error') }
   let closing = false
   const stop = (code: number) => {
-    if (closing) return
+    if (closing) {
+      // a second signal: running jobs released now (no attempt used)
+      app?.lucent.jobs.shutdown()
+      setTimeout(() => process.exit(1), 10_000).unref()
+      return
+    }
     closing = true
-    sup.stop().then(() => app?.close()).then(() => process.exit(code), () => process.exit(1))
+    // the HTTP children first, then the primary's own jobs drain (server/plugins/lifecycle.ts) before the close
+    sup.stop().then(async () => {
+      if (app) await (await import('./plugins/lifecycle.js')).drainForStop(app).catch(() => {})
+    }).then(() => app?.close()).then(() => process.exit(code), () => process.exit(1))
   }
   const sup = superviseChildren({
     processes: config.httpProcesses,

@@ -94,6 +94,10 @@ export interface Config {
   databaseUrl?: string
   redisUrl?: string
   queueLockMs: number
+  /** LUCENT_DRAIN_GRACE_MS, LUCENT_RECONCILE_MS, LUCENT_READY_GRACE_MS (drain, queue reconciler, readiness). */
+  drainGraceMs: number
+  reconcileMs: number
+  readyGraceMs: number
   queueStalledMs: number
   queueBackoffMs: number
   /** S3 media storage; null = local disk. */
@@ -209,6 +213,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     databaseUrl: opt(env, 'LUCENT_DATABASE_URL'),
     redisUrl: opt(env, 'LUCENT_REDIS_URL'),
     queueLockMs: num(env, 'LUCENT_QUEUE_LOCK_MS'),
+    drainGraceMs: num(env, 'LUCENT_DRAIN_GRACE_MS'),
+    reconcileMs: num(env, 'LUCENT_RECONCILE_MS'),
+    readyGraceMs: num(env, 'LUCENT_READY_GRACE_MS'),
     queueStalledMs: num(env, 'LUCENT_QUEUE_STALLED_MS'),
     queueBackoffMs: num(env, 'LUCENT_QUEUE_BACKOFF_MS'),
     s3: s3Config(env),

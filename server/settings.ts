@@ -135,6 +135,12 @@ export const SETTINGS: readonly Setting[] = [
     doc: 'redis://host:6379[/db]: BullMQ job queue, worker registry, shared rate limits', readers: SERVER, group: G.scale },
   { name: 'LUCENT_QUEUE_LOCK_MS', type: 'duration', default: 30_000, min: 1000, unit: 'ms', doc: 'BullMQ job lock; a dead worker\'s job is retried after about this long', readers: SERVER, group: G.scale },
   { name: 'LUCENT_QUEUE_STALLED_MS', type: 'duration', default: 15_000, min: 500, unit: 'ms', doc: 'BullMQ stalled-job check interval', readers: SERVER, group: G.scale },
+  { name: 'LUCENT_DRAIN_GRACE_MS', type: 'duration', default: 600_000, min: 0, unit: 'ms',
+    doc: 'SIGTERM: how long running jobs and result deliveries may go on (readiness 503 and no new jobs at once); a job still running then goes back to the queue without using an attempt. Keep the orchestrator\'s kill grace (terminationGracePeriodSeconds) above it', readers: SERVER, group: G.scale },
+  { name: 'LUCENT_RECONCILE_MS', type: 'duration', default: 30_000, min: 500, unit: 'ms',
+    doc: 'Shared queue: how often one process checks the queue against the job store; a job CONVERTING that no queue holds and no process ran for 3 such periods is queued again (a Redis that lost its data)', readers: SERVER, group: G.scale },
+  { name: 'LUCENT_READY_GRACE_MS', type: 'duration', default: 10_000, min: 0, unit: 'ms',
+    doc: '/readyz: a dependency (store, Redis, S3) failing for less than this still answers ready (a blip does not take every gateway out at once); a drain answers 503 at once', readers: SERVER, group: G.scale },
   { name: 'LUCENT_QUEUE_BACKOFF_MS', type: 'duration', default: 2000, min: 0, unit: 'ms', doc: 'First retry delay of a job whose run threw (exponential)', readers: SERVER, group: G.scale },
 
   // --- S3

@@ -333,6 +333,28 @@ export class JobLifecycle {
     for (const d of this.deliveries.values()) d.stop.abort()
   }
 
+  /** A graceful stop (SIGTERM, server/plugins/lifecycle.ts): no new runs from now; the runs and deliveries of
+   *  this process go on until they end or `graceMs` passes; then shutdown() (what is left is released: its next
+   *  start counts no attempt) and drain(). Resolves how many runs and deliveries were cut at the deadline. */
+  async finish(graceMs: number): Promise<number> {
+    this.stopping = true
+    const end = Date.now() + graceMs
+    while ((this.runs.size || this.deliveries.size) && Date.now() < end) await new Promise((r) => setTimeout(r, Math.min(100, Math.max(1, end - Date.now()))))
+    const cut = this.runs.size + this.deliveries.size
+    this.shutdown()
+    await this.drain()
+    return cut
+  }
+
+  /** Stopping (finish() or shutdown() called): no new runs start in this process. */
+  get draining(): boolean { return this.stopping }
+
+  /** Keeps the job rows of this process's runs fresh (updated_at), so that the queue reconciler
+   *  (server/queue/reconcile.ts) knows them running while a wiped queue no longer holds them. */
+  async touchRunning(): Promise<void> {
+    for (const run of [...this.runs.values()]) await this.d.store.setProgress(run.job.id, run.writtenProgress).catch(() => {})
+  }
+
   /** Resolves when every delivery of this process has settled (after shutdown(): soon). */
   async drain(): Promise<void> {
     await Promise.all([...this.deliveries.values()].map((d) => d.done))

@@ -8,6 +8,27 @@ import { errorBody } from '../errors.js'
 import { ok } from '../context.js'
 import { SqliteStore } from '../store/sqlite.js'
 import type { WorkerInfo } from '../roles/registry.js'
+import type { Lucent as LucentCtx } from '../context.js'
+
+/** Per dependency check (store, queue, storage) of a process: null = passed last time, a time = failing since
+ *  then, absent = never passed (a process that starts with a dependency down is not ready). */
+const failingSince = new WeakMap<LucentCtx, Map<string, number | null>>()
+const DEPENDENCIES = new Set(['store', 'queue', 'storage'])
+
+/** A dependency check that has passed before and fails for less than LUCENT_READY_GRACE_MS (a blip): still ready. */
+function withinBlip(l: LucentCtx, check: string, value: unknown): boolean {
+  if (!DEPENDENCIES.has(check)) return false
+  let m = failingSince.get(l)
+  if (!m) failingSince.set(l, (m = new Map()))
+  if (value === true) {
+    m.set(check, null)
+    return false
+  }
+  if (!m.has(check)) return false
+  const since = m.get(check) ?? Date.now()
+  m.set(check, since)
+  return Date.now() - since < l.config.readyGraceMs
+}
 
 export default fp(async (app) => {
   const l = app.lucent
@@ -35,7 +56,10 @@ export default fp(async (app) => {
       // workers whose engine has loaded
       if (role === 'gateway') checks.workers = workers.filter((w) => w.backend === 'gpu' || w.backend === 'cpu').length
     }
-    const ready = !l.closing && Object.values(checks).every((v) => (typeof v === 'number' ? v > 0 : v === true))
+    // readiness = this process can serve: a drain answers 503 at once; a dependency that fails (a Redis or
+    // PostgreSQL blip) only once it has failed for LUCENT_READY_GRACE_MS (not every gateway out at once)
+    const passes = ([k, v]: [string, boolean | number | string]) => withinBlip(l, k, v) || (typeof v === 'number' ? v > 0 : v === true)
+    const ready = !l.closing && !l.jobs.draining && Object.entries(checks).every(passes)
     const data = { status: ready ? 'ready' : 'not_ready', role, checks, workers: workers.map((w) => ({ id: w.id, backend: w.backend, concurrency: w.concurrency, running: w.running })), queue: queue.stats() }
     if (!ready) return reply.code(503).send({ ...errorBody(100500006), data })
     return ok(data)

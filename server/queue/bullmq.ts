@@ -25,7 +25,7 @@
  */
 import crypto from 'node:crypto'
 import os from 'node:os'
-import { Queue as BQueue, Worker, QueueEvents, type ConnectionOptions, type Job as BJob } from 'bullmq'
+import { Queue as BQueue, Worker, QueueEvents, WaitingError, type ConnectionOptions, type Job as BJob } from 'bullmq'
 import type { EnqueueOptions, JobHandler, Queue, Reservation } from './types.js'
 import { QueueBound } from './bound.js'
 
@@ -255,12 +255,16 @@ export class BullQueue implements Queue {
 
   process(handler: JobHandler): void {
     if (this.worker) throw new Error('process() called twice')
-    this.worker = new Worker(this.name, async (job: BJob<{ jobId: string }>) => {
+    this.worker = new Worker(this.name, async (job: BJob<{ jobId: string }>, token?: string) => {
       this.running++
       try {
         // out of its key's waiting count; the virtual clock moves to its priority (fair share, above)
         await this.fair().then((f) => f.lucentFairTake(this.fairKey, this.fairJobsKey, job.data.jobId, job.priority || 0, CLOCK_RESET)).catch(() => {})
-        await handler(job.data.jobId)
+        if (await handler(job.data.jobId) === 'handback') {
+          // a drain handed the job back: waiting again at its priority, no retry counted, no backoff
+          await job.moveToWait(token)
+          throw new WaitingError()
+        }
       } finally {
         this.running--
       }

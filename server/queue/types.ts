@@ -8,7 +8,9 @@
  * slot, and a key's own jobs keep their order. A key may also hold at most `maxPerKey` of the waiting places
  * (LUCENT_QUEUE_MAX_PER_KEY), so a flooding key cannot fill the queue for everyone else.
  */
-export type JobHandler = (jobId: string) => Promise<void>
+/** 'handback': the run stopped without an outcome because this process is stopping (drain): a shared queue puts
+ *  the job back in its place without counting a retry (BullMQ: moveToWait), for another worker. */
+export type JobHandler = (jobId: string) => Promise<void | 'handback'>
 
 export interface EnqueueOptions {
   /** The API key the job belongs to (fair share and the per-key bound). */
