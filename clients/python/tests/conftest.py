@@ -1,6 +1,6 @@
 """Fixtures of the client's tests: a real `lucent serve` (node bin/lucent.js, a temporary DATA_DIR, a free port, the
 test models of data/test-models, callbacks to 127.0.0.1 allowed, the high rate limits of test/helper.ts, one
-engine worker on the CPU), keys made with `lucent keys create`, real PNG and MP4 inputs, and a local webhook
+engine worker with one thread on the CPU, so that a 512x512 general_4x job runs long enough to be canceled), keys made with `lucent keys create`, real PNG and MP4 inputs, and a local webhook
 receiver."""
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def start_server(tmp: Path, **env_extra: str) -> Server:
         # every key's bucket holds max(burst, its rate) tokens: keys at the default rate get test/helper.ts's high
         # limits, a key made with `--rate 1` a bucket of 1 token (the Retry-After tests)
         "LUCENT_RATE_BURST": "1", "LUCENT_RATE_PER_SEC": "100000", "LUCENT_WORKERS": "1",
-        "LUCENT_BACKEND": "cpu", "LUCENT_WEBHOOK_POLL_MS": "50", **env_extra,
+        "LUCENT_BACKEND": "cpu", "LUCENT_ENGINE_THREADS": "1", "LUCENT_WEBHOOK_POLL_MS": "50", **env_extra,
     }
     # the database (and its schema) exists before the server starts: the first key makes it
     first = Server(base, env, None)  # type: ignore[arg-type]
