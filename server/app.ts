@@ -9,6 +9,8 @@ import { processRole, type ClusterMode } from './roles/index.js'
 import { openBackends } from './backends.js'
 import { createLucent } from './context.js'
 import errors from './plugins/errors.js'
+import observability from './observability/http.js'
+import { logMixin, requestIdOf } from './observability/context.js'
 import auth from './plugins/auth.js'
 import docs from './plugins/docs.js'
 import ops from './plugins/ops.js'
@@ -31,7 +33,11 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   const app = Fastify({
     // model_name: the catalog's names, then the operator's own models (own-models/formats.ts)
     ajv: { customOptions: { formats: modelNameFormats(() => own) } },
-    logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
+    // a job run's log lines carry the submitting request's id (observability/context.ts)
+    logger: config.logLevel === 'silent' ? false : { level: config.logLevel, mixin: logMixin },
+    // X-Request-Id when a bounded token, else a new id: req.id, echoed (observability/http.ts)
+    genReqId: requestIdOf,
+    requestIdHeader: false,
     bodyLimit: 1 << 20,
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
     return503OnClosing: true,
@@ -40,6 +46,7 @@ export async function build(config: Config, opts: { cluster?: ClusterMode } = {}
   app.decorate('lucent', createLucent(config, role, backends, app.log)) // context.ts  lifecycle, pool, metrics, kept answers
   own = app.lucent.ownModels                          // own-models/        the operator's own networks (bring your own model)
   await app.register(errors)                          // plugins/errors.ts every failure as a spec error body
+  await app.register(observability)                   // observability/http.ts request ids, access log, HTTP series, request spans
   await app.register(auth)                            // plugins/auth.ts   Apikey + token bucket on non-public routes
   await app.register(docs)                            // plugins/docs.ts   OpenAPI + /docs
   await app.register(ops)                             // plugins/ops.ts    /healthz /readyz /metrics

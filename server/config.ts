@@ -11,6 +11,7 @@ import { defaultQuotas, type KeyQuotas } from './store/quotas.js'
 import type { OutboundSettings, PortRule } from './fetch/policy.js'
 import { ConfigError, MODELS_META_DIR, SETTINGS, nativeOnly, readSetting } from './settings.js'
 import { parseAdminTokens, type AdminTokenHash } from './admin/token.js'
+import { observabilityConfig, type ObservabilityConfig } from './observability/config.js'
 
 export { ConfigError, MODELS_META_DIR }
 
@@ -108,6 +109,8 @@ export interface Config {
   /** The admin API (server/admin/): the tokens' hashes (none: no admin API), its own listener (port null: on PORT
    *  under /admin/v1). */
   admin: { tokens: AdminTokenHash[]; port: number | null; host: string }
+  /** Metrics listener or token, traces, warm-up (server/observability/config.ts). */
+  observability: ObservabilityConfig
 }
 
 const num = (env: NodeJS.ProcessEnv, name: string) => readSetting(env, name) as number
@@ -231,6 +234,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       maxReplays: num(env, 'LUCENT_WEBHOOK_MAX_REPLAYS'),
     },
     admin: adminConfig(env),
+    observability: observabilityConfig(env),
   }
   return { ...cfg, ...overrides }
 }

@@ -87,6 +87,7 @@ const G = {
   gpu: 'Engine: GPU backend (native/gpu)',
   cpu: 'Engine: CPU backend (native/core)',
   admin: 'Admin API (keys, coins, quotas; server/admin/)',
+  obs: 'Observability (metrics, request ids, traces, warm-up)',
 } as const
 
 const dataDir = (env: Env) => env.DATA_DIR?.trim() || './data'
@@ -115,6 +116,20 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'LUCENT_ADMIN_PORT', type: 'int', default: null, defaultDoc: '(none: /admin/v1 on PORT)', min: 0, max: 65535,
     doc: 'Serve the admin API on its own listener at this port (0: any free port), and not on PORT at all', readers: SERVER, group: G.admin },
   { name: 'LUCENT_ADMIN_HOST', type: 'string', default: '127.0.0.1', doc: 'Listen address of LUCENT_ADMIN_PORT', readers: SERVER, group: G.admin },
+  // --- observability (server/observability/, docs/observability.md)
+  { name: 'LUCENT_METRICS_PORT', type: 'int', default: null, defaultDoc: '(none)', min: 0, max: 65535,
+    doc: 'Serve /metrics, /healthz and the detailed /readyz on a listener of their own at this port (0: any free port); on PORT /readyz answers its status only and /metrics is absent (unless the two settings below)', readers: SERVER, group: G.obs },
+  { name: 'LUCENT_METRICS_HOST', type: 'string', default: '0.0.0.0', doc: 'Listen address of LUCENT_METRICS_PORT (keep that port off the public ingress)', readers: SERVER, group: G.obs },
+  { name: 'LUCENT_METRICS_TOKEN', type: 'string', default: null, defaultDoc: '(none)', secret: true,
+    doc: 'Bearer token that opens /metrics and the detailed /readyz on PORT (Authorization: Bearer TOKEN); without it, and without LUCENT_METRICS_PUBLIC, PORT has no /metrics', readers: SERVER, group: G.obs },
+  { name: 'LUCENT_METRICS_PUBLIC', type: 'bool', default: false,
+    doc: '1: /metrics and the detailed /readyz on PORT to anyone (the behaviour before LUCENT_METRICS_PORT; only behind a network that keeps them private)', readers: SERVER, group: G.obs },
+  { name: 'LUCENT_OTEL', type: 'bool', default: false, doc: '1: export OpenTelemetry traces (OTLP over HTTP) to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)', readers: SERVER, group: G.obs },
+  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', type: 'url', schemes: ['http', 'https'], default: null, defaultDoc: '(none: no traces unless LUCENT_OTEL=1)',
+    doc: 'OTLP/HTTP collector base URL (traces are POSTed to its /v1/traces as JSON); setting it turns tracing on', readers: SERVER, group: G.obs },
+  { name: 'OTEL_SERVICE_NAME', type: 'string', default: 'lucent', doc: 'service.name of the exported spans', readers: SERVER, group: G.obs },
+  { name: 'LUCENT_WARMUP_MODELS', type: 'list', default: null, defaultDoc: '(none)',
+    doc: 'Comma list of photo models loaded (and, on a GPU, tuned) by one small enhance each before /readyz answers 200 (worker and all roles)', readers: SERVER, group: G.obs },
   { name: 'LUCENT_PRICES', type: 'path', default: null, defaultDoc: 'built-in', doc: 'JSON file overriding the price tables (server/pricing.ts)', readers: SERVER, group: G.http },
 
   // --- jobs

@@ -49,6 +49,7 @@ import type { DebitResult, JobKind, NewJob, Store } from '../store/types.js'
 import { decodeJob, type JobSpec, type TypedJob } from './params.js'
 import { remainingMs, type EtaModel } from './eta.js'
 import { timeoutCause } from './refund.js'
+import { jobObs } from '../observability/context.js'
 
 export interface JobRef { id: string; keyId: string; kind: JobKind; model: string; createdAt: number }
 /** A run of this process: its attempt number (1 = first) and how long it ran. */
@@ -190,6 +191,9 @@ export class JobLifecycle {
   /** A new job: debit and create it (one store transaction), then hand it to the queue (`reserved`: with the
    *  place the route reserved). */
   async submit(job: Omit<NewJob, 'kind' | 'params'> & JobSpec, opts: { reserved?: boolean } = {}): Promise<SubmitResult> {
+    // the submitting request's id and trace context go with the job (params.obs; never in an answer)
+    const obs = jobObs()
+    if (obs) job = { ...job, params: { ...job.params, obs } } as unknown as typeof job
     const r = await this.d.store.debitAndCreateJob(job)
     if (!r.ok) return r
     this.emit('queued', { job: ref(r.job), coins: r.charged, trial: r.trial })

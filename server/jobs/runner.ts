@@ -11,10 +11,12 @@
  * log at the next start (server/store/job-runs.ts).
  */
 import { deliveryFor } from './output-put.js'
+import { isThreadDeath } from '../engine/pool.js'
 import { settleAborted, type JobLifecycle, type Run } from './lifecycle.js'
 import type { PhotoJob, VideoJob } from './params.js'
 import { runPhoto, type PhotoRunnerDeps } from './photo.js'
 import { runVideo, type VideoRunnerDeps } from './video.js'
+import { runObserved } from '../observability/run.js'
 
 export type RunnerDeps = PhotoRunnerDeps & VideoRunnerDeps & {
   jobs: JobLifecycle
@@ -27,12 +29,6 @@ export type RunnerDeps = PhotoRunnerDeps & VideoRunnerDeps & {
  *  released at shutdown (the job stays CONVERTING: a shared queue hands it to another worker). */
 export type RunOutcome = 'none' | 'ended' | 'released'
 
-/** piscina's rejection of the task whose thread exited (made in this thread, so its properties survive), or the
- *  pool's own error for it when it has one (`code: 'engine_thread_died'`). */
-export function isThreadDeath(e: unknown): boolean {
-  const x = e as { code?: unknown; message?: unknown } | null
-  return x?.code === 'engine_thread_died' || (typeof x?.message === 'string' && /^worker exited with code/.test(x.message))
-}
 
 const isPhoto = (r: Run): r is Run<PhotoJob> => r.job.kind === 'photo'
 const isVideo = (r: Run): r is Run<VideoJob> => r.job.kind === 'video'
@@ -41,25 +37,28 @@ export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome
   return async function run(jobId) {
     const r = await d.jobs.start(jobId)
     if (!r) return 'none'
-    try {
-      if (r.job.resultKey) {
-        const key = r.job.resultKey
-        await r.complete(key, deliveryFor({ ...d, tmpDir: d.video.tmpDir }, r.job, key))
-      } else if (isPhoto(r)) await runPhoto(d, r)
-      else if (isVideo(r)) await runVideo(d, r)
-    } catch (e) {
-      if (r.signal.aborted) await settleAborted(r)
-      else if (!d.retry && isThreadDeath(e)) {
-        d.log.warn({ job: r.job.id, attempt: r.attempt, err: e }, 'the engine thread running the job died: the job is queued again')
-        r.release('retry')
-        await d.jobs.requeue(r.job.id)
-      } else if (d.retry?.(e, r.attempt)) {
-        r.release('retry')
-        throw e
-      } else await r.fail(100500000, String((e as Error)?.message ?? e))
-    }
-    // every path above settles the run; should one not, the job goes back to the queue rather than hang
-    if (!r.ended) r.release('shutdown')
-    return r.state === 'released' ? 'released' : 'ended'
+    // in the job's context: its request id on every log line, its spans (observability/run.ts)
+    return runObserved(r, d.log, async (): Promise<RunOutcome> => {
+      try {
+        if (r.job.resultKey) {
+          const key = r.job.resultKey
+          await r.complete(key, deliveryFor({ ...d, tmpDir: d.video.tmpDir }, r.job, key))
+        } else if (isPhoto(r)) await runPhoto(d, r)
+        else if (isVideo(r)) await runVideo(d, r)
+      } catch (e) {
+        if (r.signal.aborted) await settleAborted(r)
+        else if (!d.retry && isThreadDeath(e)) {
+          d.log.warn({ job: r.job.id, attempt: r.attempt, err: e }, 'the engine thread running the job died: the job is queued again')
+          r.release('retry')
+          await d.jobs.requeue(r.job.id)
+        } else if (d.retry?.(e, r.attempt)) {
+          r.release('retry')
+          throw e
+        } else await r.fail(100500000, String((e as Error)?.message ?? e))
+      }
+      // every path above settles the run; should one not, the job goes back to the queue rather than hang
+      if (!r.ended) r.release('shutdown')
+      return r.state === 'released' ? 'released' : 'ended'
+    })
   }
 }

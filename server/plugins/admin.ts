@@ -7,9 +7,8 @@
  *   the public app then has no /admin route at all. `app.adminServer` is that instance (null otherwise).
  */
 import fp from 'fastify-plugin'
-import Fastify, { type FastifyInstance } from 'fastify'
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import errors from './errors.js'
+import type { FastifyInstance } from 'fastify'
+import { sideListener } from '../observability/listener.js'
 import adminRoutes from '../admin/routes.js'
 
 declare module 'fastify' {
@@ -25,19 +24,6 @@ export default fp(async (app) => {
     await app.register(adminRoutes)
     return
   }
-  const admin = Fastify({
-    logger: l.config.logLevel === 'silent' ? false : { level: l.config.logLevel },
-    bodyLimit: 1 << 20,
-    return503OnClosing: true,
-  }).withTypeProvider<TypeBoxTypeProvider>()
-  admin.decorate('lucent', l)
-  await admin.register(errors)
-  await admin.register(adminRoutes)
-  app.adminServer = admin as unknown as FastifyInstance
-  app.addHook('onReady', async () => {
-    await admin.listen({ port: cfg.port!, host: cfg.host })
-  })
-  app.addHook('onClose', async () => {
-    await admin.close()
-  })
+  // a listener of its own (server/observability/listener.ts, shared with LUCENT_METRICS_PORT)
+  app.adminServer = await sideListener(app, { port: cfg.port, host: cfg.host, routes: adminRoutes })
 }, { name: 'lucent-admin' })

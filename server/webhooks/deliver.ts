@@ -22,6 +22,7 @@ import type { TaskStatusData } from '../jobs/status.js'
 import { FetchError } from '../fetch/index.js'
 import { safePost } from '../fetch/post.js'
 import { webhookHeaders } from './signing.js'
+import { obsOf } from '../observability/context.js'
 
 export interface DelivererDeps {
   store: Store
@@ -155,7 +156,10 @@ export class WebhookDeliverer {
     let error: string | null = null
     let final = false
     try {
-      const r = await safePost(row.url, body, webhookHeaders(secret, row.id, body, now), {
+      // the submitting request's X-Request-Id (server/observability/context.ts), so a receiver's logs join ours
+      const reqId = obsOf((await this.d.store.getJob(row.jobId).catch(() => null))?.params).request_id
+      const headers = { ...webhookHeaders(secret, row.id, body, now), ...(reqId ? { 'x-request-id': reqId } : {}) }
+      const r = await safePost(row.url, body, headers, {
         allow: this.d.fetchAllow, ...this.d.outbound, maxBytes: 64 * 1024, connectTimeoutMs: s.timeoutMs, headersTimeoutMs: s.timeoutMs, bodyTimeoutMs: s.timeoutMs,
         maxRedirects: 0, totalTimeoutMs: s.timeoutMs,
       }, this.abort.signal)

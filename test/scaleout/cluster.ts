@@ -26,6 +26,7 @@ t.test('two HTTP processes in front of one engine host', { skip: !addonBuilt && 
   const env = {
     ...process.env, DATA_DIR: dataDir, HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_FETCH_ALLOW: '127.0.0.1',
     LUCENT_LOG_LEVEL: 'warn', LUCENT_HTTP_PROCESSES: '2', LUCENT_RATE_BURST: '5', LUCENT_KEY_CACHE_MS: '0',
+    LUCENT_METRICS_PUBLIC: '1', // /metrics on PORT (docs/observability.md)
   }
   const newKey = (...args: string[]) => createKeyCli(env, ...args).key
   const rich = newKey('--coins', '100000', '--rate', '1000')

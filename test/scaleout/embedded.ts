@@ -5,7 +5,7 @@ import { loadConfig } from '../../server/config.js'
 import { build as buildApp } from '../../server/app.js'
 
 t.test('/readyz and /metrics in the single-process default', async (t) => {
-  const app = await build(t)
+  const app = await build(t, { LUCENT_METRICS_PUBLIC: '1' }) // on the public port (docs/observability.md)
   app.lucent.queue.pause()
   const r = await app.inject({ method: 'GET', url: '/readyz' })
   t.ok(r.statusCode === 200 || r.statusCode === 503)

@@ -46,6 +46,7 @@ t.test('2 gateways + 2 workers over Redis, PostgreSQL and S3; a worker SIGKILLed
     // a dead worker's job is retried after ~lock + stalled interval
     LUCENT_QUEUE_LOCK_MS: '4000', LUCENT_QUEUE_STALLED_MS: '1500', LUCENT_QUEUE_BACKOFF_MS: '200',
     LUCENT_RATE_BURST: '5', LUCENT_RATE_PER_SEC: '1000',
+    LUCENT_METRICS_PUBLIC: '1', // /metrics and the detailed /readyz on PORT (docs/observability.md)
   })
 
   // keys through the CLI, against PostgreSQL (the CLI migrates a fresh database itself)
