@@ -5,10 +5,15 @@
 // lucent-node crate, writes native/node/lucent.<platform>.node (e.g. lucent.linux-x64-gnu.node) and
 // regenerates native/node/index.js (loader) and index.d.ts (types) from the Rust #[napi] items.
 // `require('@lucent/native')` (a `file:native/node` dependency) then loads that binary.
+// One cargo invocation builds both crates (`-p lucent-node -p lucent-cli`): the dependency graph is compiled
+// once, with one set of features. (It used to be two: `napi build` passes `--target <host triple>`, so its
+// output goes to target/<triple>/release, and a second plain `cargo build -p lucent-cli` compiled every
+// dependency again into target/release.) The binary is then copied to target/release/lucent-native, where
+// `lucent bench` / `lucent native` look for it.
 // LUCENT_SKIP_NATIVE_BUILD=1 skips it (e.g. when the prebuilt @lucent/native-<platform> package is
 // installed instead). Then fetches the catalog's model files (below).
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, readFileSync, renameSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -43,6 +48,24 @@ function platformSuffix() {
   return platform === 'win32' ? `win32-${arch}-msvc` : `${platform}-${arch}`
 }
 
+/** The host's Rust target triple (`rustc -vV`'s host line): the directory `napi build --target` writes to. */
+function hostTriple() {
+  const r = spawnSync('rustc', ['-vV'], { encoding: 'utf8' })
+  const m = /^host: (\S+)$/m.exec(r.stdout ?? '')
+  if (!m) {
+    console.error('lucent: `rustc -vV` did not name the host triple')
+    process.exit(1)
+  }
+  return m[1]
+}
+
+/** Copies under a temp name, then renames: a running process holding the old file is not disturbed. */
+function installCopy(src, dst) {
+  mkdirSync(path.dirname(dst), { recursive: true })
+  copyFileSync(src, dst + '.tmp')
+  renameSync(dst + '.tmp', dst)
+}
+
 function buildNative() {
   if (process.env.LUCENT_SKIP_NATIVE_BUILD === '1') {
     console.log('lucent: LUCENT_SKIP_NATIVE_BUILD=1, not building the native addon')
@@ -57,21 +80,27 @@ function buildNative() {
     process.exit(1)
   }
   const cli = napiCli()
+  const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.CARGO_TARGET_DIR) : path.join(root, 'target')
+  const exe = process.platform === 'win32' ? 'lucent-native.exe' : 'lucent-native'
   if (cli) {
-    run(process.execPath, [cli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], pkgDir)
+    // `napi build` runs `cargo build --package lucent-node --target <triple> --release` plus the arguments
+    // after `--`: lucent-cli joins the same invocation, its binary lands in target/<triple>/release.
+    run(
+      process.execPath,
+      [cli, 'build', '--platform', '--release', '--package', 'lucent-node', '--js', 'index.js', '--dts', 'index.d.ts', '--', '-p', 'lucent-cli'],
+      pkgDir,
+    )
+    const triple = hostTriple()
+    installCopy(path.join(targetDir, triple, 'release', exe), path.join(targetDir, 'release', exe))
   } else {
     // An install without dev dependencies (`npm ci --omit=dev`): the same binary built by cargo alone,
     // under the name the committed (generated) index.js loads.
-    run('cargo', ['build', '--release', '-p', 'lucent-node'])
-    const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.CARGO_TARGET_DIR) : path.join(root, 'target')
+    run('cargo', ['build', '--release', '-p', 'lucent-node', '-p', 'lucent-cli'])
     const lib = { darwin: 'liblucent_node.dylib', win32: 'lucent_node.dll' }[process.platform] ?? 'liblucent_node.so'
     const dst = path.join(pkgDir, `lucent.${platformSuffix()}.node`)
-    // Copy under a temp name, then rename: a running process holding the old file is not disturbed.
-    copyFileSync(path.join(targetDir, 'release', lib), dst + '.tmp')
-    renameSync(dst + '.tmp', dst)
+    installCopy(path.join(targetDir, 'release', lib), dst)
     console.log(`lucent: @napi-rs/cli not installed; built the addon with cargo into ${dst}`)
   }
-  run('cargo', ['build', '--release', '-p', 'lucent-cli'])
   if (!existsSync(path.join(pkgDir, `lucent.${platformSuffix()}.node`))) {
     console.error(`lucent: the addon build did not produce native/node/lucent.${platformSuffix()}.node`)
     process.exit(1)
