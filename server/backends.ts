@@ -70,8 +70,10 @@ export async function openBackends(config: Config, role: ProcessRole): Promise<B
       store, storage, rate, localRate: null,
       queue: new BullQueue({
         redisUrl: config.redisUrl, max: config.queueMax, maxPerKey: config.queueMaxPerKey, concurrency: config.workers,
-        // the store's attempt counter ends a job first (lifecycle.start); BullMQ's limits are the safety net
-        attempts: config.jobMaxAttempts + 1, maxStalledCount: config.jobMaxAttempts + 1,
+        // the store's attempt counter ends a job first (lifecycle.start); BullMQ's limits are the safety net. Stalls:
+        // the run log gives a job back up to jobMaxAttempts attempts lost in company (server/store/job-runs.ts), so a
+        // job may stall up to twice that before the store ends it
+        attempts: config.jobMaxAttempts + 1, maxStalledCount: 2 * config.jobMaxAttempts + 1,
         backoffMs: config.queueBackoffMs, lockDurationMs: config.queueLockMs, stalledIntervalMs: config.queueStalledMs,
       }),
       registry: new WorkerRegistry(config.redisUrl),

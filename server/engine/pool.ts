@@ -16,6 +16,13 @@ import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from '.
 import { engineSettings } from './options.js'
 import type { EngineTask, EnhanceReply, ForgetReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
 
+/** piscina's rejection of the task whose thread exited (made in the main thread, so its properties survive), or the
+ *  pool's own error for it when it has one (`code: 'engine_thread_died'`). */
+export function isThreadDeath(e: unknown): boolean {
+  const x = e as { code?: unknown; message?: unknown } | null
+  return x?.code === 'engine_thread_died' || (typeof x?.message === 'string' && /^worker exited with code/.test(x.message))
+}
+
 /** Is tsx's loader among these node flags (`--import tsx`, `--import=tsx`, or its resolved file URL)? */
 function hasTsx(argv: string[]): boolean {
   return argv.some((a, i) => {

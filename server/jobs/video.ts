@@ -29,7 +29,7 @@ import { pipeline } from 'node:stream/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import type { VideoSettings } from '../config.js'
 import type { EnginePool } from '../engine/pool.js'
-import { ERRORS, engineErrorCode, type ErrorCode } from '../errors.js'
+import { engineErrorCode, type ErrorCode } from '../errors.js'
 import { VIDEO_MODELS } from '../catalog.js'
 import { contentTypeFor } from '../media/formats.js'
 import type { MediaStorage } from '../storage/types.js'
@@ -42,6 +42,8 @@ import { readVideo, shape, PlanError, type VideoPlan } from '../video/plan.js'
 import { settleAborted, type Run } from './lifecycle.js'
 import type { VideoJob } from './params.js'
 import { deliveryFor, type OutputPutter } from './output-put.js'
+import { framesBudget, interpBudget, usesFaces } from './budget.js'
+import { isThreadDeath } from '../engine/pool.js'
 import { ownNetwork, type OwnModels } from '../own-models/registry.js'
 
 export interface VideoRunnerDeps {
@@ -57,28 +59,7 @@ export interface VideoRunnerDeps {
 }
 
 /** A job that would do more work than its plan priced fails with this code (the work meter, issue 29). */
-export const BUDGET_CODE: ErrorCode = (Object.hasOwn(ERRORS, 110400015) ? 110400015 : 110400008) as ErrorCode
-
-/** The engine's per-call budget rules (server/jobs/budget.ts: work units of a batch of frames, faces included, and
- *  of interpolated frames), where that module and the addon's `budget` option exist; null: calls go unbudgeted by
- *  the engine (the gateway's work meter still bounds the job). */
-interface BudgetRules {
-  framesBudget: (frames: number, outW: number, outH: number, faces?: boolean) => number
-  interpBudget: (frames: number, w: number, h: number) => number
-  usesFaces: (kind: 'photo' | 'video', name: string) => boolean
-}
-let budgetRules: Promise<BudgetRules | null> | null = null
-function engineBudget(): Promise<BudgetRules | null> {
-  budgetRules ??= (async () => {
-    const fsd = await import('node:fs/promises')
-    const types = await fsd.readFile(new URL('../../native/node/index.d.ts', import.meta.url), 'utf8').catch(() => '')
-    if (!/\bbudget\?:\s*number/.test(types)) return null
-    const spec = './budget.js'
-    const m = (await import(spec).catch(() => null)) as Partial<BudgetRules> | null
-    return m?.framesBudget && m.interpBudget && m.usesFaces ? (m as BudgetRules) : null
-  })()
-  return budgetRules
-}
+export const BUDGET_CODE: ErrorCode = 110400015
 
 /** Frames per engine call (server/video/job.ts, the one video job of the server and `lucent enhance`). */
 export { batchFor } from '../video/job.js'
@@ -129,18 +110,17 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
         throw e
       }
     }
-    // each engine call bounded by its own frames' work (faces included) where the engine meters itself
-    const rules = await engineBudget()
-    const faces = rules?.usesFaces('video', model.name) ?? false
+    // each engine call bounded by its own frames' work (faces included): the engine's meter (server/jobs/budget.ts)
+    const faces = usesFaces('video', model.name)
     const engine: FrameEngine = {
       enhanceFrames: async (frames, o0) => {
-        const o = rules ? { ...o0, budget: rules.framesBudget(o0.count, o0.width * model.scale, o0.height * model.scale, faces) } : o0
+        const o = { ...o0, budget: framesBudget(o0.count, o0.width * model.scale, o0.height * model.scale, faces) }
         const out = await d.pool.enhanceFrames(frames, own.network ? { ...o, network: own.network } : o, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), width: out.width, height: out.height, faceState: out.faceState }
       },
       interpolateFrames: async (frames, o) => {
-        const out = await d.pool.interpolateFrames(frames, rules ? { ...o, budget: rules.interpBudget(o.positions.length, o.width, o.height) } : o, { signal: run.signal })
+        const out = await d.pool.interpolateFrames(frames, { ...o, budget: interpBudget(o.positions.length, o.width, o.height) }, { signal: run.signal })
         if (!out.ok) throw Object.assign(new Error(out.message), { code: out.error_code })
         return { data: Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength), cuts: out.cuts }
       },
@@ -170,6 +150,8 @@ export async function runVideo(d: VideoRunnerDeps, run: Run<VideoJob>): Promise<
     }
   } catch (e) {
     if (run.signal.aborted) return settleAborted(run)
+    // the engine thread running a batch died: the runner queues the job again (server/jobs/runner.ts)
+    if (isThreadDeath(e)) throw e
     if (!(e instanceof TranscodeError)) return void await run.fail(100500000, String((e as Error)?.message ?? e))
     if (e.reason === 'engine' && e.engineCode === 'budget_exceeded') return void await run.fail(BUDGET_CODE, e.message)
     if (e.reason === 'engine') return void await run.fail(engineErrorCode(e.engineCode), e.message)

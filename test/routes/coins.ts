@@ -3,7 +3,8 @@ import t from 'tap'
 import { build, createKey, balance, post, png, inputServer } from '../helper.js'
 
 t.test('200 parallel submissions with coins for 100', async (t) => {
-  const app = await build(t)
+  // only the coins bound under test: no jobs-in-flight quota (test/abuse/quotas.ts tests that one)
+  const app = await build(t, { LUCENT_QUOTA_JOBS_IN_FLIGHT: '0' })
   app.lucent.queue.pause() // jobs stay CONVERTING: only the debits are under test
   const srv = await inputServer(t)
   const url = srv.put('c.png', png(40, 30))
