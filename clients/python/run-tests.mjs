@@ -37,6 +37,8 @@ if (v.error || v.status !== 0) {
 const bin = path.join(venv, process.platform === 'win32' ? 'Scripts' : 'bin', process.platform === 'win32' ? 'python.exe' : 'python')
 const stamp = path.join(venv, '.lucent-requirements')
 const want = readFileSync(reqFile, 'utf8')
+// a venv whose interpreter is gone (the system's Python upgraded) is made again
+if (existsSync(bin) && sh(bin, ['-c', 'import sys']).status !== 0) rmSync(venv, { recursive: true, force: true })
 if (!existsSync(bin)) {
   const r = sh(python, ['-m', 'venv', venv], { stdio: 'inherit' })
   if (r.status !== 0) {

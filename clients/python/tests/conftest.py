@@ -165,7 +165,8 @@ class Delivery:
 
 
 class Receiver:
-    """A local HTTP server that records every POST (raw body and headers) and answers 204."""
+    """A local HTTP server that records every request (path, headers, raw body): a POST is answered 204, a GET
+    with the bytes `result bytes`."""
 
     def __init__(self) -> None:
         self.got: List[Delivery] = []
@@ -180,6 +181,16 @@ class Receiver:
                     recv.cond.notify_all()
                 self.send_response(204)
                 self.end_headers()
+
+            def do_GET(self) -> None:  # noqa: N802
+                with recv.cond:
+                    recv.got.append(Delivery(self.path, dict(self.headers.items()), b""))
+                    recv.cond.notify_all()
+                body = b"result bytes"
+                self.send_response(200)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, *a: object) -> None:
                 pass

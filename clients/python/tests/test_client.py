@@ -166,3 +166,13 @@ def test_wait_timeout(lucent: lc.Client) -> None:
         lucent.wait(job["job_id"], timeout=0.15, poll_interval=0.05)
     assert e.value.job["status"] == "CONVERTING"
     lucent.cancel(job["job_id"])
+
+
+def test_key_stays_with_the_api(lucent: lc.Client, receiver, tmp_path: Path) -> None:
+    """A result URL on another host (a bucket, or a hostile server) never receives the API key."""
+    assert lucent.download(f"{receiver.url}/r/out.png") == b"result bytes"
+    assert lucent.download({"job_id": "x", "status": "COMPLETED", "res_url": f"{receiver.url}/r/2.png"}, tmp_path / "o") == str(tmp_path / "o")
+    got = receiver.wait_for("/r/out.png") + receiver.wait_for("/r/2.png")
+    assert all("apikey" not in {k.lower() for k in d.headers} for d in got)
+    with pytest.raises(lc.LucentError):
+        lucent.download({"job_id": "x", "status": "CONVERTING"})

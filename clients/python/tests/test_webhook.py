@@ -43,6 +43,7 @@ def test_real_delivery_verifies(server: Server, key: Key, receiver: Receiver) ->
         refused(headers={**got.headers, "webhook-signature": "garbage"})
         refused(headers={k: v for k, v in got.headers.items() if k.lower() != "webhook-timestamp"})
         refused(secret="whsec_")
+        refused(body=b"\xff\xfe not UTF-8")
         # a replay of an old delivery: re-signed correctly, but an hour old
         old = int(time.time()) - 3600
         sig = lc.sign_webhook(key.secret, got.headers["webhook-id"], old, got.body)
