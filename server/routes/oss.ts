@@ -65,7 +65,8 @@ function stagedType(declared: string | null | undefined, name: string | undefine
 async function transfer(l: Lucent, keyId: string, url: string, filename: string | undefined) {
   // the quota first (nothing fetched when the key is at it), under a placeholder key until the type is known
   const held = `q/${crypto.randomBytes(16).toString('hex')}`
-  const res = await reserveObject(l, keyId, held, l.config.uploadMaxBytes)
+  // hold: the whole cut reserved, so parallel transfers of the key hold at most its remaining bytes on disk at once
+  const res = await reserveObject(l, keyId, held, l.config.uploadMaxBytes, undefined, { hold: true })
   let key: string | null = null
   let kept = false
   try {
@@ -186,11 +187,26 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (req) => {
     // a key at its quota fetches nothing: 429 for the whole batch; else each transfer reserves its own place
     await checkStoredRoom(l, req.apiKey!.id)
+    // each item's cut is what the key's quota leaves after the others' reservations (transfer() holds its cut): an
+    // item refused for the key's bytes while others of the batch run waits for one of them to end (its reservation
+    // shrinks to its real size or goes), then tries again
+    let running = 0
+    let waiting: Array<() => void> = []
+    const wake = () => { const w = waiting; waiting = []; for (const f of w) f() }
     const items = await Promise.all(req.body.urls.map(async (u) => {
-      try {
-        return { source_url: u, ...(await transfer(l, req.apiKey!.id, u, undefined)) }
-      } catch (e) {
-        return { source_url: u, ...itemError(e) }
+      for (;;) {
+        running++
+        let retry = false
+        try {
+          return { source_url: u, ...(await transfer(l, req.apiKey!.id, u, undefined)) }
+        } catch (e) {
+          retry = running > 1 && e instanceof ApiError && e.errorCode === 100429000 && !!e.headers?.['ratelimit-policy']?.startsWith('"stored_bytes"') && !e.headers.connection // refused before a byte was fetched
+          if (!retry) return { source_url: u, ...itemError(e) }
+        } finally {
+          running--
+          if (!retry) wake() // the last one running never waits: no item waits for nothing
+        }
+        await new Promise<void>((r) => waiting.push(r))
       }
     }))
     const success = items.filter((i) => 'url' in i).length

@@ -98,11 +98,29 @@ export interface Reservation {
 }
 
 /** Reserves `objectKey` for `keyId` (429 when the key is at its file or byte quota). `expiresAt`: how long the
- *  reservation counts before its commit (default: an hour; a pre-signed PUT: its link's expiry). */
-export async function reserveObject(l: Lucent, keyId: string, objectKey: string, limitBytes: number, expiresAt?: number): Promise<Reservation> {
+ *  reservation counts before its commit (default: an hour; a pre-signed PUT: its link's expiry). `hold`: the object's
+ *  whole cut (the smaller of `limitBytes` and the key's remaining bytes) is reserved, not only its file: what parallel
+ *  transfers of one key hold on disk at once stays within the key's remaining bytes (each one's cut is what the
+ *  others' reservations leave; the commit sets the real size). */
+export async function reserveObject(l: Lucent, keyId: string, objectKey: string, limitBytes: number, expiresAt?: number, opts: { hold?: boolean } = {}): Promise<Reservation> {
   const now = Date.now()
-  const r = await l.store.quotas.reserve(keyId, { objectKey, bytes: 0, expiresAt: expiresAt ?? now + 3600_000, now })
+  const exp = expiresAt ?? now + 3600_000
+  let r = await l.store.quotas.reserve(keyId, { objectKey, bytes: 0, expiresAt: exp, now })
   if (!r.ok) throw quotaError(r.quota, r)
+  // hold: grow the row to the cut, atomically checked; another reservation meanwhile leaves less: try what it left
+  for (let i = 0; opts.hold && r.ok && r.remainingBytes !== null && i < 5; i++) {
+    const want = Math.max(1, Math.min(limitBytes, r.remainingBytes))
+    const g = await l.store.quotas.reserve(keyId, { objectKey, bytes: want, expiresAt: exp, now })
+    if (g.ok) {
+      r = { ...g, remainingBytes: want }
+      break
+    }
+    if (g.quota !== 'stored_bytes' || g.limit - g.used < 1 || i === 4) {
+      await l.store.quotas.release(objectKey).catch(() => {})
+      throw quotaError(g.quota, g)
+    }
+    r = { ok: true, remainingBytes: g.limit - g.used, quotas: g.quotas, usage: g.usage }
+  }
   const quotaCap = r.remainingBytes
   const maxBytes = quotaCap === null ? limitBytes : Math.max(0, Math.min(limitBytes, quotaCap))
   const limit = r.quotas.maxStoredBytes ?? 0

@@ -320,6 +320,65 @@ t.test('jobs in flight counted exactly: 20 parallel submissions, quota 3 (Postgr
   await parallelInFlight(t, { LUCENT_DATABASE_URL: await freshDatabase(t, svc.LUCENT_DATABASE_URL) })
 })
 
+/** A server of slow PNG bodies without Content-Length: /<n>.png sends n bytes in 10 pieces 15 ms apart. */
+async function slowServer(t: Test) {
+  const srv = http.createServer((req, res) => {
+    const n = Number(/\/(\d+)/.exec(req.url ?? '')?.[1] ?? 0)
+    res.writeHead(200, { 'content-type': 'image/png' })
+    let sent = 0
+    const piece = Math.ceil(n / 10)
+    const tick = () => {
+      if (res.destroyed) return
+      if (sent >= n) return void res.end()
+      const k = Math.min(piece, n - sent)
+      sent += k
+      res.write(Buffer.alloc(k, 7))
+      setTimeout(tick, 15)
+    }
+    res.on('error', () => {})
+    tick()
+  })
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()) }))
+  return `http://127.0.0.1:${(srv.address() as { port: number }).port}`
+}
+
+t.test('hole 8: a batch transfer holds at most the key\'s remaining bytes on disk at once', async (t) => {
+  const { app, base } = await live(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const quota = 1000 * KiB
+  await app.lucent.store.quotas.set(id, { maxStoredBytes: quota })
+  const src = await slowServer(t)
+  const tmp = path.join(app.lucent.config.dataDir, 'tmp')
+  let peak = 0
+  const timer = setInterval(() => {
+    if (!fs.existsSync(tmp)) return
+    let n = 0
+    for (const f of fs.readdirSync(tmp)) if (f.startsWith('in-')) n += fs.statSync(path.join(tmp, f), { throwIfNoEntry: false })?.size ?? 0
+    peak = Math.max(peak, n)
+  }, 3)
+  t.teardown(() => clearInterval(timer))
+  const batch = async (urls: string[]) => {
+    const r = await request(`${base}/api/oss/batch-transfer`, { method: 'POST', headers: { apikey: key, 'content-type': 'application/json' }, body: JSON.stringify({ urls }) })
+    return (await r.body.json()) as any
+  }
+  // 20 items of 600 kB: each would fit alone, two do not; before, all 20 fetched at once (12 MB on disk for a 1 MB quota)
+  const big = await batch(Array.from({ length: 20 }, (_, i) => `${src}/${600 * KiB}?${i}`))
+  t.equal(big.data.success, 1, 'one 600 kB item kept')
+  t.ok(big.data.items.filter((i: any) => !i.url).every((i: any) => i.error_code === 100429000), 'the others: 429')
+  t.ok(peak <= quota, `peak bytes on disk at once ${(peak / KiB).toFixed(0)} kB <= the key's remaining ${quota / KiB} kB`)
+  t.ok((await app.lucent.store.quotas.usage(id)).storedBytes <= quota, 'within the quota')
+  t.equal(storedUploads(app).length, 1, 'one stored')
+  // small items still all go through (one after the other where the held cuts need it)
+  await app.lucent.store.quotas.set(id, { maxStoredBytes: quota + 600 * KiB })
+  peak = 0
+  const small = await batch(Array.from({ length: 5 }, (_, i) => `${src}/${100 * KiB}?s${i}`))
+  t.equal(small.data.success, 5, 'five 100 kB items kept within the 1000 kB left')
+  t.ok(peak <= quota, `peak bytes on disk at once ${(peak / KiB).toFixed(0)} kB <= ${quota / KiB} kB`)
+  t.equal(storedUploads(app).length, 6)
+  t.equal(await balance(app, id), 100, 'nothing debited')
+})
+
 /** The store's quota rules, the same on both backends. */
 async function storeRules(t: Test, store: Store) {
   const q = store.quotas
