@@ -11,6 +11,8 @@ import type { FastifyRequest } from 'fastify'
 import { currentObs, runRequest } from './context.js'
 import { startTracing, tracing, type SpanHandle } from './tracing.js'
 
+const OPS = new Set(['/healthz', '/readyz', '/metrics'])
+
 export default fp(async (app) => {
   const l = app.lucent
   const tr = await startTracing(l.config.observability)
@@ -20,7 +22,8 @@ export default fp(async (app) => {
   app.addHook('onRequest', (req, _reply, done) => {
     runRequest(req.id, () => {
       const t = tracing()
-      if (t) {
+      // probes and scrapes make no spans (they would drown the traces)
+      if (t && !OPS.has(req.routeOptions.url ?? '')) {
         const tp = req.headers.traceparent
         const span = t.span(`${req.method} ${req.routeOptions.url ?? 'unmatched'}`, {
           kind: 'server', parent: typeof tp === 'string' ? tp : undefined,
