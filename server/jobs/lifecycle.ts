@@ -1,6 +1,8 @@
 /**
  * The job lifecycle: the ONE module that moves a job between its states, writes them through the store and
- * tells the rest of the server, one typed event per transition.
+ * tells the rest of the server, one typed event per transition. Over 500 lines on purpose: the transitions,
+ * ActiveRun and the drain share this class's private state (runs, deliveries, run log writes); split, each part
+ * would reach into the other's internals.
  *
  *   submit() ─> queued ─start()─> running ─progress()*─> completed
  *                 ^                 │  ├──────────────> failed     engine error, timeout, crash limit, ...
