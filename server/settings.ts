@@ -289,6 +289,8 @@ export const BUILD_TEST_KNOBS: readonly Knob[] = [
   { name: 'LUCENT_TRACE_MODULES', doc: 'File the module tracer writes every module a process loads to (production build tests)', where: 'test/support/trace-modules.mjs, test/cli/production.ts' },
   { name: 'LUCENT_CPU_KERNELS', doc: 'Set by native/core/build.rs at compile time (hash of the CPU kernel sources, part of the calibration cache key); not read at run time', where: 'native/core/build.rs' },
   { name: 'LUCENT_KEY', doc: 'API key in the typed client\'s example', where: 'clients/typescript' },
+  { name: 'LUCENT_PYTHON', doc: 'Python (3.9+) that makes the Python client\'s test venv (default python3; none: its tests are not run)', where: 'clients/python/run-tests.mjs' },
+  { name: 'LUCENT_PYENV', doc: 'Virtual environment of the Python client\'s tests (default data/pyenv)', where: 'clients/python/run-tests.mjs' },
 ]
 
 /** Read by the Rust crates alone (the server neither parses nor passes it). */

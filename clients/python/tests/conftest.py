@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / "bin" / "lucent.js"
-NODE = os.environ.get("LUCENT_NODE", shutil.which("node") or "node")
+NODE = shutil.which("node") or "node"
 
 
 def free_port() -> int:
