@@ -30,6 +30,7 @@ HELM=${HELM:-$(command -v helm || echo "$HOME/go/bin/helm")}
 RUN_ID=kp$$
 REL=lucent-kp
 mkdir -p "$WORK"
+cd "$ROOT"   # node resolves the yaml package from here
 if [ -z "${CONTAINERS_CONF:-}" ]; then
   printf '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n' > "$WORK/containers.conf"
   export CONTAINERS_CONF=$WORK/containers.conf
@@ -89,15 +90,70 @@ secrets:
   LUCENT_S3_SECRET_ACCESS_KEY: ${LUCENT_S3_SECRET_ACCESS_KEY:-test}
 EOF
 "$HELM" template "$REL" "$ROOT/deploy/helm/lucent" -f "$WORK/values.yaml" > "$WORK/rendered.yaml"
-# the kinds podman runs; the rest (Service, PDB, ServiceAccount) are validated offline by test/deploy/helm.ts
-node --input-type=module -e '
-  import { parseAllDocuments, stringify } from "yaml"
-  import fs from "node:fs"
-  const docs = parseAllDocuments(fs.readFileSync(process.argv[1], "utf8")).map((d) => d.toJS()).filter(Boolean)
-  const keep = docs.filter((o) => ["ConfigMap", "Secret", "Deployment"].includes(o.kind))
-  console.error(`   rendered: ${docs.map((o) => o.kind).join(", ")}; playing: ${keep.map((o) => o.kind).join(", ")}`)
-  fs.writeFileSync(process.argv[2], keep.map((o) => stringify(o)).join("---\n"))
-' "$WORK/rendered.yaml" "$WORK/pods.yaml"
+# What podman 4.3.1 (Debian 12) cannot play as rendered, adapted here and nowhere else:
+#  - kinds: only the ConfigMap and the Deployments are played (no Service, PDB, ServiceAccount in podman; they are
+#    validated offline by test/deploy/helm.ts);
+#  - the Secret: kube play stores a Secret in a form its own envFrom cannot read back (containers/podman#17071:
+#    "secret ... is not valid JSON"), so its keys are passed as env of the containers that name it;
+#  - ports and probes: with --network host podman refuses port mappings, and its probes exec curl inside the image;
+#    the ports are dropped, and this script polls /readyz as the readiness probe would;
+#  - init containers: kube play does not wait for them to exit here ("failed to remove once init container ... as
+#    it is running"), so each one runs first with `podman run`, with the rendered args, env, user, read-only root
+#    and volumes, and the Deployment is played without it.
+node --input-type=module - "$WORK/rendered.yaml" "$WORK/pods.yaml" "$WORK/init" <<'JS'
+import { parseAllDocuments, stringify } from 'yaml'
+import fs from 'node:fs'
+const [src, out, initDir] = process.argv.slice(2)
+const docs = parseAllDocuments(fs.readFileSync(src, 'utf8')).map((d) => d.toJS()).filter(Boolean)
+const secret = docs.find((o) => o.kind === 'Secret')
+const secretEnv = Object.entries({
+  ...Object.fromEntries(Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()])),
+  ...(secret?.stringData ?? {}),
+})
+const cm = docs.find((o) => o.kind === 'ConfigMap')
+const keep = docs.filter((o) => ['ConfigMap', 'Deployment'].includes(o.kind))
+fs.mkdirSync(initDir, { recursive: true })
+let n = 0
+for (const d of keep.filter((o) => o.kind === 'Deployment')) {
+  const pod = d.spec.template.spec
+  for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+    delete c.ports; delete c.startupProbe; delete c.livenessProbe; delete c.readinessProbe
+    if (c.envFrom?.some((e) => e.secretRef)) {
+      c.envFrom = c.envFrom.filter((e) => !e.secretRef)
+      c.env = [...secretEnv.map(([name, value]) => ({ name, value: String(value) })), ...(c.env ?? [])]
+    }
+  }
+  for (const c of pod.initContainers ?? []) {
+    // podman run arguments, NUL-separated
+    const a = ['--rm', '--network', 'host', '--user', `${pod.securityContext.runAsUser}:${pod.securityContext.runAsGroup}`]
+    if (c.securityContext?.readOnlyRootFilesystem) a.push('--read-only')
+    for (const e of c.envFrom ?? []) if (e.configMapRef?.name === cm?.metadata.name) for (const [k, v] of Object.entries(cm.data ?? {})) a.push('-e', `${k}=${v}`)
+    for (const e of c.env ?? []) a.push('-e', `${e.name}=${e.value}`)
+    for (const m of c.volumeMounts ?? []) {
+      const v = pod.volumes.find((x) => x.name === m.name)
+      const ro = m.readOnly ? ':ro' : ''
+      if (v.persistentVolumeClaim) a.push('-v', `${v.persistentVolumeClaim.claimName}:${m.mountPath}${ro}`)
+      else if (v.hostPath) a.push('-v', `${v.hostPath.path}:${m.mountPath}${ro}`)
+      else if (v.emptyDir) a.push('--tmpfs', `${m.mountPath}:rw,mode=1777`)
+    }
+    a.push(c.image, ...(c.args ?? []))
+    fs.writeFileSync(`${initDir}/${++n}-${d.metadata.name}-${c.name}`, a.join('\0'))
+  }
+  delete pod.initContainers
+}
+fs.writeFileSync(out, keep.map((o) => stringify(o)).join('---\n'))
+console.error(`   rendered: ${docs.map((o) => o.kind).join(', ')}; playing: ${keep.map((o) => o.kind).join(', ')}; init containers: ${n}`)
+JS
+
+for f in "$WORK"/init/*; do
+  [ -f "$f" ] || continue
+  step "init container $(basename "$f") (podman run)"
+  s=$(date +%s)
+  readarray -d '' -t ARGS < "$f"
+  pm run "${ARGS[@]}" >&2 || fail "init container $(basename "$f") failed"
+  echo "   took $(( $(date +%s) - s ))s" >&2
+  rm -f "$f"
+done
 
 step "podman kube play"
 s=$(date +%s)
@@ -112,8 +168,6 @@ if [ "$ready" != 1 ]; then
   fail "gateway not ready"
 fi
 echo "   gateway ready after $(( $(date +%s) - s ))s (worker seen: $(curl -fsS "http://127.0.0.1:$WK_PORT/healthz" >/dev/null && echo yes))" >&2
-INIT=$(ctr "^$REL-worker-pod-[0-9]+-models-fetch$")
-[ -n "$INIT" ] && echo "   init container $INIT: exit $(pm inspect -f '{{.State.ExitCode}}' "$INIT")" >&2
 nmodels=$(pm run --rm -v lucent-kp-models:/m:ro --entrypoint /bin/sh "$REPO:$TAG" -c 'find /m -type f | wc -l' 2>/dev/null || echo '?')
 echo "   models volume (lucent-kp-models): $nmodels files" >&2
 
