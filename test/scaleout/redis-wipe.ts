@@ -30,6 +30,7 @@ function privateRedis(t: { teardown(fn: () => unknown): void }, port: number, di
       child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' })
       await waitFor(async () => {
         const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+        r.on('error', () => {})
         try {
           await r.connect()
           return (await r.ping()) === 'PONG'
