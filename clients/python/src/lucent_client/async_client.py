@@ -82,10 +82,10 @@ class AsyncClient:
     # --- jobs -----------------------------------------------------------------------------------------------------
 
     async def submit_photo(self, model_name: str, img_url: str, extension: str = ".png", *, exif: Optional[bool] = None,
-                     dpi: Optional[int] = None, target_width: Optional[int] = None, target_height: Optional[int] = None,
-                     scale: Optional[float] = None, callback_url: Optional[str] = None,
-                     callback_events: Optional[Sequence[str]] = None, output_put_url: Optional[str] = None,
-                     idempotency_key: Optional[str] = None, **extra: Any) -> JobCreated:
+                           dpi: Optional[int] = None, target_width: Optional[int] = None, target_height: Optional[int] = None,
+                           scale: Optional[float] = None, callback_url: Optional[str] = None,
+                           callback_events: Optional[Sequence[str]] = None, output_put_url: Optional[str] = None,
+                           idempotency_key: Optional[str] = None, **extra: Any) -> JobCreated:
         """POST /api/photo-enhancer. ``idempotency_key``: the same key and body within 24 h answer the same job,
         charged once. Other keyword arguments are sent as body fields (newer extensions)."""
         return await self._send(_core.photo_req(
@@ -94,10 +94,10 @@ class AsyncClient:
             idempotency_key=idempotency_key, extra=extra))
 
     async def submit_video(self, video_url: str, model_name: str, resolution: Sequence[int], *,
-                     extension: Optional[str] = None, original_resolution: Optional[Sequence[int]] = None,
-                     fps: Optional[float] = None, slowmo: Optional[int] = None, callback_url: Optional[str] = None,
-                     callback_events: Optional[Sequence[str]] = None, output_put_url: Optional[str] = None,
-                     idempotency_key: Optional[str] = None, **extra: Any) -> JobCreated:
+                           extension: Optional[str] = None, original_resolution: Optional[Sequence[int]] = None,
+                           fps: Optional[float] = None, slowmo: Optional[int] = None, callback_url: Optional[str] = None,
+                           callback_events: Optional[Sequence[str]] = None, output_put_url: Optional[str] = None,
+                           idempotency_key: Optional[str] = None, **extra: Any) -> JobCreated:
         """POST /api/video-enhancer (``resolution``: [width, height] of the output)."""
         return await self._send(_core.video_req(
             video_url, model_name, resolution, extension=extension, original_resolution=original_resolution, fps=fps,
@@ -114,11 +114,12 @@ class AsyncClient:
         return await self._send(Req("POST", "/api/task-cancel", {"job_id": job_id}, safe=False))
 
     async def wait(self, job_id: str, *, timeout: Optional[float] = None, poll_interval: Optional[float] = None,
-             min_interval: float = 1.0, max_interval: float = 10.0, on_progress: Optional[ProgressFn] = None) -> TaskStatus:
-        """Polls the job until it ends (``on_progress`` may be a coroutine function) and returns the COMPLETED answer; raises JobFailedError (JobCanceledError for
-        a canceled job) when it ends in ERROR, WaitTimeoutError after ``timeout`` seconds. Between polls: the job's
-        ``eta_seconds`` when known, else a backoff from ``min_interval`` to ``max_interval`` (or a fixed
-        ``poll_interval``); a poll answered 429/503 waits its Retry-After and polls again."""
+                   min_interval: float = 1.0, max_interval: float = 10.0, on_progress: Optional[ProgressFn] = None) -> TaskStatus:
+        """Polls the job until it ends and returns the COMPLETED answer (``on_progress`` may be a coroutine
+        function); raises JobFailedError (JobCanceledError for a canceled job) when it ends in ERROR,
+        WaitTimeoutError after ``timeout`` seconds. Between polls: the job's ``eta_seconds`` when known, else a
+        backoff from ``min_interval`` to ``max_interval`` (or a fixed ``poll_interval``); a poll answered 429/503
+        waits its Retry-After and polls again."""
         end = None if timeout is None else time.monotonic() + timeout
         last = -1
         polls = 0
@@ -149,7 +150,7 @@ class AsyncClient:
     # --- files ----------------------------------------------------------------------------------------------------
 
     async def upload(self, file: Union[PathLike, bytes, BinaryIO], *, filename: Optional[str] = None,
-               content_type: Optional[str] = None) -> Stored:
+                     content_type: Optional[str] = None) -> Stored:
         """POST /api/oss/upload (multipart, streamed from the file): the ``url`` to give as img_url / video_url."""
         name, data, ct, close = _core.upload_part(file, filename, content_type)
         try:
@@ -166,7 +167,7 @@ class AsyncClient:
         return await self._send(Req("POST", "/api/oss/presign-put", body, safe=False))
 
     async def upload_presigned(self, file: PathLike, *, filename: Optional[str] = None,
-                         content_type: Optional[str] = None) -> Stored:
+                               content_type: Optional[str] = None) -> Stored:
         """A local file through a pre-signed PUT (with S3 storage its bytes go to the bucket, not the gateway)."""
         name = filename or os.path.basename(os.fspath(file))
         ct = content_type or _core.content_type_of(name)
@@ -213,7 +214,7 @@ class AsyncClient:
             raise LucentConnectionError(f"download failed: {e}") from e
 
     async def enhance_photo(self, file: PathLike, model_name: str, dest: PathLike, *, extension: Optional[str] = None,
-                      timeout: Optional[float] = None, on_progress: Optional[ProgressFn] = None, **options: Any) -> TaskStatus:
+                            timeout: Optional[float] = None, on_progress: Optional[ProgressFn] = None, **options: Any) -> TaskStatus:
         """Upload + submit + wait + download in one call: returns the COMPLETED status; the result is in ``dest``
         (its extension is the output format unless ``extension`` is given). ``options``: submit_photo's."""
         ext = extension or os.path.splitext(os.fspath(dest))[1] or ".png"
@@ -234,7 +235,7 @@ class AsyncClient:
         return await self._send(Req("GET", "/api/models"))
 
     async def deliveries(self, *, job_id: Optional[str] = None, status: Optional[str] = None,
-                   limit: Optional[int] = None) -> List[Delivery]:
+                         limit: Optional[int] = None) -> List[Delivery]:
         """GET /api/webhooks/deliveries: the key's webhook deliveries, newest first."""
         q = {k: v for k, v in {"job_id": job_id, "status": status, "limit": limit}.items() if v is not None}
         return (await self._send(Req("GET", "/api/webhooks/deliveries", params=q or None)))["deliveries"]
