@@ -106,3 +106,45 @@ t.test('HTTP while draining: /readyz 503 at once, submissions 503 + Retry-After,
   t.equal(h.statusCode, 200, 'liveness is not affected by the drain')
   await draining
 })
+
+t.test('readiness and a Redis blip: ready through a blip shorter than LUCENT_READY_GRACE_MS, not ready after it, ready again', async (t) => {
+  const { spawn, spawnSync } = await import('node:child_process')
+  if (spawnSync('redis-server', ['--version']).status !== 0) return t.plan(0, 'redis-server not installed')
+  const { Redis } = await import('ioredis')
+  const { freePort, tempDir } = await import('../helper.js')
+  const port = await freePort()
+  const dir = await tempDir(t, 'lucent-redis-')
+  let child: ReturnType<typeof spawn> | null = null
+  const up = async () => {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' })
+    await waitFor(async () => {
+      const r = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+      r.on('error', () => {})
+      try { await r.connect(); return (await r.ping()) === 'PONG' } catch { return false } finally { r.disconnect() }
+    }, 10_000, 50)
+  }
+  const down = async () => {
+    const c = child!
+    c.kill('SIGKILL')
+    if (c.exitCode === null && c.signalCode === null) await new Promise((r) => c.once('exit', r))
+  }
+  t.teardown(() => { if (child && child.exitCode === null) child.kill('SIGKILL') })
+  await up()
+  const GRACE = 5000
+  const app = await build(t, { LUCENT_REDIS_URL: `redis://127.0.0.1:${port}`, LUCENT_READY_GRACE_MS: String(GRACE) })
+  const ready = async () => (await app.inject({ url: '/readyz' })).statusCode
+  await waitFor(async () => (await ready()) === 200, 120_000, 50)
+  await down()
+  const t0 = Date.now()
+  t.equal(await ready(), 200, 'Redis just went away: still ready (a blip)')
+  const flipped = await waitFor(async () => (await ready()) === 503 && Date.now() - t0, 20_000, 100)
+  t.ok(flipped >= GRACE - 2500, `not ready once the failure outlasted the grace (${flipped} ms after it began)`)
+  await up()
+  const back = Date.now()
+  await waitFor(async () => (await ready()) === 200, 20_000, 100)
+  t.pass(`ready again ${Date.now() - back} ms after Redis came back`)
+  // a blip starting now: the grace counts from this failure, not from the earlier one
+  await down()
+  t.equal(await ready(), 200, 'a new blip: ready again at first')
+  await up()
+})
