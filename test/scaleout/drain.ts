@@ -19,7 +19,7 @@ import { lucentCli } from '../support/serve.js'
 import { requireServices, isolatedDeployment, inCI } from './services.js'
 
 /** The input side: large enough that a CPU run takes a few seconds. */
-const SIDE = Number(process.env.LUCENT_TEST_DRAIN_SIDE ?? 192)
+const SIDE = 192
 const JOBS = 5
 
 t.test('rolling restart of workers during long jobs: nothing lost, nothing restarted that could finish, no attempt used', async (t) => {
