@@ -30,6 +30,7 @@ def test_real_delivery_verifies(server: Server, key: Key, receiver: Receiver) ->
         assert lc.verify_webhook(key.secret, {k.upper(): v for k, v in got.headers.items()}, got.body.decode())["type"] == "job.completed"
         deliveries = lucent.deliveries(job_id=job["job_id"])
         assert deliveries and deliveries[0]["event"] == "job.completed"
+        assert set(deliveries[0]) == set(lc.Delivery.__annotations__), "the Delivery TypedDict is the answer's shape"
 
         def refused(headers=got.headers, body=got.body, secret=key.secret, **kw) -> None:
             with pytest.raises(lc.WebhookVerificationError) as e:
