@@ -117,7 +117,8 @@ export async function reserveObject(l: Lucent, keyId: string, objectKey: string,
     }
     if (g.quota !== 'stored_bytes' || g.limit - g.used < 1 || i === 4) {
       await l.store.quotas.release(objectKey).catch(() => {})
-      throw quotaError(g.quota, g)
+      // the room was there a moment ago: other transfers' reservations took it, they end soon (Retry-After 5)
+      throw quotaError(g.quota, g.quota === 'stored_bytes' ? { ...g, retryAt: null } : g)
     }
     r = { ok: true, remainingBytes: g.limit - g.used, quotas: g.quotas, usage: g.usage }
   }

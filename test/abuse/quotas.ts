@@ -376,6 +376,18 @@ t.test('hole 8: a batch transfer holds at most the key\'s remaining bytes on dis
   t.equal(small.data.success, 5, 'five 100 kB items kept within the 1000 kB left')
   t.ok(peak <= quota, `peak bytes on disk at once ${(peak / KiB).toFixed(0)} kB <= ${quota / KiB} kB`)
   t.equal(storedUploads(app).length, 6)
+  // single transfers in parallel: one holds the key's remaining bytes; another meanwhile gets 429 with a Retry-After
+  // bounded by the reservation's expiry (an hour at most), not the first stored object's retention days away
+  await app.lucent.store.quotas.set(id, { maxStoredBytes: (await app.lucent.store.quotas.usage(id)).storedBytes + quota })
+  const two = await Promise.all([0, 1].map(async (i) => {
+    const r = await request(`${base}/api/oss/transfer`, { method: 'POST', headers: { apikey: key, 'content-type': 'application/json' }, body: JSON.stringify({ url: `${src}/${100 * KiB}?t${i}` }) })
+    return { status: r.statusCode, headers: r.headers, body: (await r.body.json()) as any }
+  }))
+  t.ok(two.some((r) => r.status === 200), 'one single transfer kept')
+  for (const r of two.filter((x) => x.status !== 200)) {
+    check429(t, r, 'stored_bytes', (await app.lucent.store.quotas.get(id)).maxStoredBytes!, 'a parallel single transfer')
+    t.ok(Number(r.headers['retry-after']) <= 3600, `Retry-After ${r.headers['retry-after']} <= 3600: held by a transfer under way`)
+  }
   t.equal(await balance(app, id), 100, 'nothing debited')
 })
 
