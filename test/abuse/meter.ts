@@ -53,7 +53,7 @@ async function setup(t: Test) {
     return run(id)
   }
   const completed = (id: string) => logs.find((l) => l.msg === 'job completed' && l.obj.job === id)?.obj
-  return { store, pool, photo, completed }
+  return { store, pool, photo, completed, keyId: k.id }
 }
 
 const params = (inW: number, inH: number, outW: number, outH: number): PhotoParams =>
@@ -77,6 +77,13 @@ t.test('a photo job whose params were tampered below its original ends 110400015
   t.equal(j?.status, 'ERROR')
   t.equal(j?.errorCode, 110400015, 'stopped by the meter')
   t.notOk(s.completed('small-claim'), 'no result')
+  // the money policy by cause (server/jobs/refund.ts): the input's failure gets back the unprocessed share at most,
+  // with its reason in the ledger
+  const refund = (await s.store.ledger(s.keyId)).filter((e) => e.jobId === 'small-claim' && e.kind === 'refund')
+  t.equal(refund.length, 1, 'refunded once')
+  const m = /^input failed 110400015 at (\d+)%$/.exec(refund[0]?.reason ?? '')
+  t.ok(m, `reason: ${refund[0]?.reason}`)
+  t.ok(refund[0].delta <= Math.floor((10 * (100 - Number(m?.[1] ?? 0))) / 100), 'at most the unprocessed share')
 })
 
 t.test('the pool reports work and refuses a bad budget', { skip }, async (t) => {
