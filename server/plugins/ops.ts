@@ -124,7 +124,8 @@ export default fp(async (app) => {
   const publicAccess: Access = o.metricsPublic ? 'open' : o.metricsToken ? 'token' : 'none'
   await app.register(opsRoutes(l, publicAccess, warmup))
   app.decorate('metricsServer', null)
-  if (o.metricsPort !== null) {
+  // an embedded cluster's primary serves no HTTP: its children share the port (as they share PORT)
+  if (o.metricsPort !== null && !l.role.primary) {
     app.metricsServer = await sideListener(app, { port: o.metricsPort, host: o.metricsHost, routes: opsRoutes(l, 'open', warmup) })
   }
 }, { name: 'lucent-ops' })

@@ -94,3 +94,23 @@ t.test('the new series after real jobs', { skip: !addonBuilt && 'native addon no
   t.ok((value(m, 'lucent_engine_init_seconds') ?? 0) > 0, 'engine load time')
   t.equal(value(m, 'lucent_refunds_total{reason="canceled"}'), 1, 'the cancel refund, by reason')
 })
+
+t.test('an embedded cluster (LUCENT_HTTP_PROCESSES=2): the children share the metrics port', { skip: !addonBuilt && 'native addon not built' }, async (t) => {
+  const { lucentServer } = await import('../support/serve.js')
+  const { tempDir, freePort, modelDir } = await import('../helper.js')
+  const mport = await freePort()
+  const server = lucentServer(t, {
+    env: {
+      ...process.env, DATA_DIR: await tempDir(t), HOST: '127.0.0.1', LUCENT_MODEL_DIR: modelDir, LUCENT_LOG_LEVEL: 'warn',
+      LUCENT_HTTP_PROCESSES: '2', LUCENT_METRICS_PORT: String(mport), LUCENT_METRICS_HOST: '127.0.0.1',
+    },
+  })
+  await server.start()
+  const m = await request(`http://127.0.0.1:${mport}/metrics`)
+  t.equal(m.statusCode, 200)
+  t.match(await m.body.text(), /^# TYPE lucent_jobs_total /m, 'a child answers, with the primary\'s job families')
+  const pub = await request(`${server.base}/metrics`)
+  await pub.body.dump()
+  t.not(pub.statusCode, 200, 'not on PORT')
+  t.equal(await server.kill('SIGTERM'), 0, 'clean exit')
+})
