@@ -3,7 +3,7 @@
 # one-off commands (`lucent models fetch`, `lucent keys create`). CPU hosts run it as is (Mesa's lavapipe is the
 # Vulkan device); NVIDIA hosts add the driver's Vulkan ICD at run time (docs/deploy.md#nvidia-hosts).
 #
-#   docker build -t lucent .            # or: podman build -t lucent .
+#   docker build -t lucent .            # or: podman build --format docker -t lucent . (keeps the HEALTHCHECK)
 #
 # Stage 1 (builder): Rust + Node 20 + libheif-dev; `npm ci` runs scripts/build-native.mjs, which compiles the addon
 # and the lucent-native binary in ONE cargo invocation, then builds the playground and dist/. Dev dependencies are
