@@ -89,7 +89,7 @@ secrets:
   LUCENT_S3_ACCESS_KEY_ID: ${LUCENT_S3_ACCESS_KEY_ID:-test}
   LUCENT_S3_SECRET_ACCESS_KEY: ${LUCENT_S3_SECRET_ACCESS_KEY:-test}
 EOF
-"$HELM" template "$REL" "$ROOT/deploy/helm/lucent" -f "$WORK/values.yaml" > "$WORK/rendered.yaml"
+"$HELM" template "$REL" "$ROOT/deploy/helm/lucent" --kube-version 1.31.0 -f "$WORK/values.yaml" > "$WORK/rendered.yaml"
 # What podman 4.3.1 (Debian 12) cannot play as rendered, adapted here and nowhere else:
 #  - kinds: only the ConfigMap and the Deployments are played (no Service, PDB, ServiceAccount in podman; they are
 #    validated offline by test/deploy/helm.ts);
@@ -172,7 +172,7 @@ nmodels=$(pm run --rm -v lucent-kp-models:/m:ro --entrypoint /bin/sh "$REPO:$TAG
 echo "   models volume (lucent-kp-models): $nmodels files" >&2
 
 for c in "$GW" "$WK"; do
-  uid=$(pm exec "$c" id -u)
+  uid=$(pm exec "$c" id -u) || fail "podman exec into $c failed"
   [ "$uid" = 10001 ] || fail "$c runs as uid $uid"
   if pm exec "$c" sh -c 'touch /app/x' 2>/dev/null; then fail "$c: root filesystem is writable"; fi
   pm exec "$c" sh -c 'touch /data/x /tmp/x' || fail "$c: /data or /tmp not writable"
@@ -180,7 +180,7 @@ for c in "$GW" "$WK"; do
 done
 
 step "API key inside the gateway pod"
-KEY=$(pm exec "$GW" node /app/bin/lucent.js keys create --coins 100000 --rate 1000 | tail -n 1)
+KEY=$(pm exec "$GW" node /app/bin/lucent.js keys create --coins 100000 --rate 1000 | tail -n 1) || fail "keys create in $GW failed"
 [ -n "$KEY" ] || fail "no key"
 
 api() { curl -fsS -X POST "http://127.0.0.1:$GW_PORT$1" -H "apikey: $KEY" -H 'content-type: application/json' -d "$2"; }
