@@ -2,7 +2,7 @@
 # The container test (docs/deploy.md#the-container-test): builds the image from the top-level Dockerfile with podman,
 # then runs it the way a scale-out deployment does, against real services on the host:
 #   1. base images: when docker.io/library/debian:trixie-slim or docker.io/library/rust:1-trixie is not in podman's
-#      store and no registry is reachable (LUCENT_CT_LOCAL_BASE=1, the default), they are made locally: mmdebstrap
+#      store and no registry is reachable (CT_LOCAL_BASE=1, the default), they are made locally: mmdebstrap
 #      trixie from the Debian mirror, plus (for the rust one) this host's Rust toolchain under /usr/local/rustup as in
 #      the official image; the host's extra CA certificates (/usr/local/share/ca-certificates) go into both so that
 #      an egress proxy's TLS works. The Dockerfile itself is unchanged: its FROM names are these tags.
@@ -17,29 +17,29 @@
 #      the video job runs; both jobs must end COMPLETED with a result that downloads.
 # Not part of `npm test`/CI: the image build compiles the Rust workspace (tens of minutes on 2 cores).
 #   scripts/container-test.sh              # everything
-#   LUCENT_CT_SKIP_BUILD=1 scripts/container-test.sh    # reuse the built image
-#   LUCENT_CT_CONTEXT=/path/to/a/clean/export scripts/container-test.sh   # build from another tree (e.g. git archive HEAD)
+#   CT_SKIP_BUILD=1 scripts/container-test.sh    # reuse the built image
+#   CT_CONTEXT=/path/to/a/clean/export scripts/container-test.sh   # build from another tree (e.g. git archive HEAD)
 # Needs: podman (Debian: apt-get install podman runc mmdebstrap), redis-server, PostgreSQL (scripts/services.sh).
-# Podman flags (LUCENT_CT_PODMAN_FLAGS, default `--runtime runc --storage-driver vfs`) and CONTAINERS_CONF
+# Podman flags (CT_PODMAN_FLAGS, default `--runtime runc --storage-driver vfs`) and CONTAINERS_CONF
 # (default: a file with no default ulimits and the cgroupfs manager) suit hosts where crun/overlay do not work.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WORK=${LUCENT_CT_DIR:-/tmp/lucent-container-test}
-IMAGE=${LUCENT_CT_IMAGE:-localhost/lucent:test}
+WORK=${CT_DIR:-/tmp/lucent-container-test}
+IMAGE=${CT_IMAGE:-localhost/lucent:test}
 MIRROR=${LUCENT_MODEL_MIRROR:-$ROOT/../shared/models}
-VIDEO=${LUCENT_CT_VIDEO:-$ROOT/../shared/data/video/onepiece_demo.mp4}
-PHOTO=${LUCENT_CT_PHOTO:-}
-GW_PORT=${LUCENT_CT_GATEWAY_PORT:-19080}
-WK_PORT=${LUCENT_CT_WORKER_PORT:-19101}
-REDIS_PORT=${LUCENT_CT_REDIS_PORT:-6397}
+VIDEO=${CT_VIDEO:-$ROOT/../shared/data/video/onepiece_demo.mp4}
+PHOTO=${CT_PHOTO:-}
+GW_PORT=${CT_GATEWAY_PORT:-19080}
+WK_PORT=${CT_WORKER_PORT:-19101}
+REDIS_PORT=${CT_REDIS_PORT:-6397}
 RUN_ID=ct$$
 mkdir -p "$WORK"
 if [ -z "${CONTAINERS_CONF:-}" ]; then
   printf '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n' > "$WORK/containers.conf"
   export CONTAINERS_CONF=$WORK/containers.conf
 fi
-read -r -a PODMAN_FLAGS <<< "${LUCENT_CT_PODMAN_FLAGS:---runtime runc --storage-driver vfs}"
+read -r -a PODMAN_FLAGS <<< "${CT_PODMAN_FLAGS:---runtime runc --storage-driver vfs}"
 pm() { podman "${PODMAN_FLAGS[@]}" "$@"; }
 
 T0=$(date +%s)
@@ -53,7 +53,7 @@ extra_ca_hook=()
 if compgen -G '/usr/local/share/ca-certificates/*.crt' > /dev/null; then
   extra_ca_hook=(--customize-hook='cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/" && chroot "$1" update-ca-certificates')
 fi
-if [ "${LUCENT_CT_LOCAL_BASE:-1}" = 1 ]; then
+if [ "${CT_LOCAL_BASE:-1}" = 1 ]; then
   if ! pm image exists docker.io/library/debian:trixie-slim; then
     step "base image debian:trixie-slim (mmdebstrap)"; s=$(date +%s)
     mmdebstrap --variant=minbase --include=ca-certificates "${extra_ca_hook[@]}" trixie "$WORK/trixie.tar"
@@ -81,9 +81,9 @@ if [ "${LUCENT_CT_LOCAL_BASE:-1}" = 1 ]; then
 fi
 
 # ---- 2. the image -----------------------------------------------------------------------------------------------
-if [ "${LUCENT_CT_SKIP_BUILD:-0}" != 1 ]; then
+if [ "${CT_SKIP_BUILD:-0}" != 1 ]; then
   step "podman build $IMAGE"; s=$(date +%s)
-  nice -n 10 podman "${PODMAN_FLAGS[@]}" build --format docker --pull=never --network host -t "$IMAGE" "${LUCENT_CT_CONTEXT:-$ROOT}"
+  nice -n 10 podman "${PODMAN_FLAGS[@]}" build --format docker --pull=never --network host -t "$IMAGE" "${CT_CONTEXT:-$ROOT}"
   took image-build "$s"
 fi
 size=$(pm image inspect --format '{{.Size}}' "$IMAGE")
@@ -109,7 +109,7 @@ cleanup() {
   set +e
   pm rm -f -t 0 "lucent-$RUN_ID-gw" "lucent-$RUN_ID-wk" >/dev/null 2>&1
   pm volume rm -f "lucent-$RUN_ID-data-gw" "lucent-$RUN_ID-data-wk" >/dev/null 2>&1
-  [ "${LUCENT_CT_KEEP_MODELS:-1}" = 1 ] || pm volume rm -f lucent-ct-models >/dev/null 2>&1
+  [ "${CT_KEEP_MODELS:-1}" = 1 ] || pm volume rm -f lucent-ct-models >/dev/null 2>&1
   redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1
   rm -rf "$WORK/redis"
   psql "$PG_BASE/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
@@ -137,7 +137,7 @@ KEY=$(pm run --rm "${RO[@]}" "${ENVS[@]}" "$IMAGE" keys create --coins 100000 --
 # ---- 6. worker + gateway ------------------------------------------------------------------------------------------
 start_worker() {
   pm run -d --name "lucent-$RUN_ID-wk" "${RO[@]}" "${ENVS[@]}" -e PORT="$WK_PORT" -e LUCENT_WORKERS=1 \
-    -v "lucent-$RUN_ID-data-wk":/data -v lucent-ct-models:/models:ro --stop-timeout "${LUCENT_CT_STOP_TIMEOUT:-600}" \
+    -v "lucent-$RUN_ID-data-wk":/data -v lucent-ct-models:/models:ro --stop-timeout "${CT_STOP_TIMEOUT:-600}" \
     "$IMAGE" serve --role worker >/dev/null
 }
 wait_http() { # url seconds
@@ -153,7 +153,7 @@ took containers-ready "$s"
 user=$(pm exec "lucent-$RUN_ID-gw" id -u); [ "$user" = 10001 ] || fail "runs as uid $user"
 health=$(pm healthcheck run "lucent-$RUN_ID-gw" >/dev/null 2>&1 && echo healthy || echo unhealthy)
 echo "   gateway runs as uid $user; HEALTHCHECK: $health" >&2
-[ "$health" = healthy ] || [ "${LUCENT_CT_REQUIRE_HEALTHCHECK:-1}" = 0 ] || fail "HEALTHCHECK fails (an image built in OCI format drops it: podman build --format docker)"
+[ "$health" = healthy ] || [ "${CT_REQUIRE_HEALTHCHECK:-1}" = 0 ] || fail "HEALTHCHECK fails (an image built in OCI format drops it: podman build --format docker)"
 
 api() { # path json
   curl -fsS -X POST "http://127.0.0.1:$GW_PORT$1" -H "apikey: $KEY" -H 'content-type: application/json' -d "$2"
@@ -194,7 +194,7 @@ took photo-job "$s"
 step "video job, worker restarted mid-job"; s=$(date +%s)
 V_URL=$(upload "$VIDEO" video/mp4)
 read -r VW VH < <(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0:s=' ' "$VIDEO")
-V_JOB=$(job_id "$(api /api/video-enhancer "{\"model_name\":\"${LUCENT_CT_VIDEO_MODEL:-general_restore_1x}\",\"video_url\":\"$V_URL\",\"resolution\":[$VW,$VH]}")")
+V_JOB=$(job_id "$(api /api/video-enhancer "{\"model_name\":\"${CT_VIDEO_MODEL:-general_restore_1x}\",\"video_url\":\"$V_URL\",\"resolution\":[$VW,$VH]}")")
 # wait until the worker has made progress on it, then restart the worker container (podman stop = SIGTERM,
 # the stop timeout as grace) and start a fresh one on the same data volume
 for _ in $(seq 300); do
@@ -202,15 +202,15 @@ for _ in $(seq 300); do
   pm logs "lucent-$RUN_ID-wk" 2>&1 | grep -q "$V_JOB" && break
   sleep 1
 done
-sleep "${LUCENT_CT_RESTART_AFTER:-5}"
-[ "$(field "$(status "$V_JOB")" status)" = CONVERTING ] || fail "video job ended before the restart (use a longer video: LUCENT_CT_VIDEO)"
+sleep "${CT_RESTART_AFTER:-5}"
+[ "$(field "$(status "$V_JOB")" status)" = CONVERTING ] || fail "video job ended before the restart (use a longer video: CT_VIDEO)"
 r=$(date +%s)
-pm stop -t "${LUCENT_CT_STOP_TIMEOUT:-600}" "lucent-$RUN_ID-wk" >/dev/null
+pm stop -t "${CT_STOP_TIMEOUT:-600}" "lucent-$RUN_ID-wk" >/dev/null
 echo "   worker stopped (SIGTERM) in $(( $(date +%s) - r ))s; job then: $(field "$(status "$V_JOB")" status)" >&2
 pm logs --tail 15 "lucent-$RUN_ID-wk" > "$WORK/worker-1.log" 2>&1 || true
 pm rm "lucent-$RUN_ID-wk" >/dev/null
 start_worker
-V_ST=$(wait_done "$V_JOB" "${LUCENT_CT_VIDEO_TIMEOUT:-1800}")
+V_ST=$(wait_done "$V_JOB" "${CT_VIDEO_TIMEOUT:-1800}")
 [ "$(field "$V_ST" status)" = COMPLETED ] || { pm logs --tail 40 "lucent-$RUN_ID-wk"; fail "video job: $V_ST"; }
 curl -fsS -o "$WORK/video-out.mp4" "$(field "$V_ST" res_url)"
 frames=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$WORK/video-out.mp4")

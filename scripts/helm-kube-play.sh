@@ -13,19 +13,19 @@
 #      HPA or ScaledObject: those are checked offline by test/deploy/helm.ts); `podman kube down` at the end.
 # Not part of `npm test`/CI (needs the built image).
 #   HELM=/path/to/helm scripts/helm-kube-play.sh
-#   LUCENT_KP_IMAGE=localhost/lucent LUCENT_KP_TAG=test   # the image (default: container-test.sh's)
-# Podman flags as container-test.sh: LUCENT_CT_PODMAN_FLAGS (default `--runtime runc --storage-driver vfs`) and a
+#   KP_IMAGE=localhost/lucent KP_TAG=test   # the image (default: container-test.sh's)
+# Podman flags as container-test.sh: CT_PODMAN_FLAGS (default `--runtime runc --storage-driver vfs`) and a
 # CONTAINERS_CONF with no default ulimits and the cgroupfs manager.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WORK=${LUCENT_KP_DIR:-/tmp/lucent-kube-play}
-REPO=${LUCENT_KP_IMAGE:-localhost/lucent}
-TAG=${LUCENT_KP_TAG:-test}
+WORK=${KP_DIR:-/tmp/lucent-kube-play}
+REPO=${KP_IMAGE:-localhost/lucent}
+TAG=${KP_TAG:-test}
 MIRROR=$(readlink -f "${LUCENT_MODEL_MIRROR:-$ROOT/../shared/models}")
-GW_PORT=${LUCENT_KP_GATEWAY_PORT:-19280}
-WK_PORT=${LUCENT_KP_WORKER_PORT:-19290}
-REDIS_PORT=${LUCENT_KP_REDIS_PORT:-6396}
+GW_PORT=${KP_GATEWAY_PORT:-19280}
+WK_PORT=${KP_WORKER_PORT:-19290}
+REDIS_PORT=${KP_REDIS_PORT:-6396}
 HELM=${HELM:-$(command -v helm || echo "$HOME/go/bin/helm")}
 RUN_ID=kp$$
 REL=lucent-kp
@@ -35,7 +35,7 @@ if [ -z "${CONTAINERS_CONF:-}" ]; then
   printf '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n' > "$WORK/containers.conf"
   export CONTAINERS_CONF=$WORK/containers.conf
 fi
-read -r -a PODMAN_FLAGS <<< "${LUCENT_CT_PODMAN_FLAGS:---runtime runc --storage-driver vfs}"
+read -r -a PODMAN_FLAGS <<< "${CT_PODMAN_FLAGS:---runtime runc --storage-driver vfs}"
 pm() { podman "${PODMAN_FLAGS[@]}" "$@"; }
 T0=$(date +%s)
 step() { echo "== $(date -u +%H:%M:%S) (+$(( $(date +%s) - T0 ))s) $*" >&2; }
@@ -59,7 +59,7 @@ for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PON
 cleanup() {
   set +e
   [ -f "$WORK/pods.yaml" ] && pm kube down "$WORK/pods.yaml" >/dev/null 2>&1
-  [ "${LUCENT_KP_KEEP_MODELS:-1}" = 1 ] || pm volume rm -f lucent-kp-models >/dev/null 2>&1
+  [ "${KP_KEEP_MODELS:-1}" = 1 ] || pm volume rm -f lucent-kp-models >/dev/null 2>&1
   redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1
   rm -rf "$WORK/redis"
   psql "$PG_BASE/postgres" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
