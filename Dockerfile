@@ -28,9 +28,12 @@ ENV npm_config_nodedir=/usr \
     npm_config_fund=false \
     npm_config_audit=false \
     npm_config_update_notifier=false \
+    npm_config_install_links=false \
     LUCENT_SKIP_MODEL_FETCH=1 \
     CARGO_TERM_PROGRESS_WHEN=never
 COPY . .
+# npm_config_install_links=false: Debian's npm 9 otherwise installs the file: dependency @lucent/native as a packed
+# copy (no .node addon: "Cannot find native binding" at run time); npm 10's default, a link to native/node.
 # `npm ci` = dependencies + scripts/build-native.mjs (addon + lucent-native, one cargo invocation) + playground + dist/.
 # Then keep only what runs: the addon (native/node), the lucent-native binary (target/release, where `lucent bench`
 # looks), dist/ and the server sources bin/lucent.js compares it with, models/ (catalog), playground/dist. One RUN, so
@@ -41,6 +44,7 @@ RUN set -e; \
     npm prune --omit=dev; \
     node bin/lucent.js --version; \
     ls native/node/lucent.*.node; \
+    node -e "require('@lucent/native'); console.log('addon loads through node_modules/@lucent/native')"; \
     mv target/release/lucent-native /tmp/lucent-native; \
     rm -rf target native/core native/codec native/gpu native/engine native/cli native/models native/node/src \
       native/node/target bench examples docs data /root/.npm /usr/local/cargo/registry; \

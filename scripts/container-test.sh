@@ -32,6 +32,9 @@ VIDEO=${CT_VIDEO:-$ROOT/../shared/data/video/onepiece_demo.mp4}
 PHOTO=${CT_PHOTO:-}
 GW_PORT=${CT_GATEWAY_PORT:-19080}
 WK_PORT=${CT_WORKER_PORT:-19101}
+GW_METRICS=${CT_GATEWAY_METRICS_PORT:-19090}
+WK_METRICS=${CT_WORKER_METRICS_PORT:-19091}
+READY_WAIT=${CT_READY_TIMEOUT:-900} # seconds a container may take to answer /readyz 200 (vfs: minutes)
 REDIS_PORT=${CT_REDIS_PORT:-6397}
 RUN_ID=ct$$
 mkdir -p "$WORK"
@@ -136,19 +139,35 @@ KEY=$(pm run --rm "${RO[@]}" "${ENVS[@]}" "$IMAGE" keys create --coins 100000 --
 
 # ---- 6. worker + gateway ------------------------------------------------------------------------------------------
 start_worker() {
-  pm run -d --name "lucent-$RUN_ID-wk" "${RO[@]}" "${ENVS[@]}" -e PORT="$WK_PORT" -e LUCENT_WORKERS=1 \
+  pm run -d --name "lucent-$RUN_ID-wk" "${RO[@]}" "${ENVS[@]}" -e PORT="$WK_PORT" -e LUCENT_METRICS_PORT="$WK_METRICS" -e LUCENT_WORKERS=1 \
     -v "lucent-$RUN_ID-data-wk":/data -v lucent-ct-models:/models:ro --stop-timeout "${CT_STOP_TIMEOUT:-600}" \
     "$IMAGE" serve --role worker >/dev/null
 }
-wait_http() { # url seconds
-  for _ in $(seq "$2"); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 1; done
+# Waits for a container's /readyz to answer 200, printing its answer (and the detailed one on the metrics listener,
+# LUCENT_METRICS_PORT, where the image has it) every CT_READY_PRINT_EVERY seconds; gives up after the given seconds
+# or when the container has exited. On podman's vfs storage a container takes minutes to start (its root is a copy).
+wait_ready() { # name port metrics-port seconds
+  local end=$(( $(date +%s) + $4 )) last=0 out code body
+  while [ "$(date +%s)" -lt "$end" ]; do
+    out=$(curl -sS -m 5 -w '\n%{http_code}' "http://127.0.0.1:$2/readyz" 2>&1) || true
+    code=${out##*$'\n'}; body=${out%$'\n'*}
+    if [ "$code" = 200 ]; then echo "   $(date -u +%H:%M:%S) $1 /readyz 200: ${body:0:600}" >&2; return 0; fi
+    if [ $(( $(date +%s) - last )) -ge "${CT_READY_PRINT_EVERY:-15}" ]; then
+      last=$(date +%s)
+      echo "   $(date -u +%H:%M:%S) $1 /readyz ${code}: ${body:0:600}" >&2
+      out=$(curl -sS -m 5 "http://127.0.0.1:$3/readyz" 2>/dev/null) && echo "     detailed (:$3): ${out:0:600}" >&2
+    fi
+    [ "$(pm inspect --format '{{.State.Running}}' "lucent-$RUN_ID-$1" 2>/dev/null)" = true ] || { echo "   $1 container is not running" >&2; return 1; }
+    sleep 2
+  done
   return 1
 }
 step "worker + gateway containers"; s=$(date +%s)
 start_worker
-pm run -d --name "lucent-$RUN_ID-gw" "${RO[@]}" "${ENVS[@]}" -e PORT="$GW_PORT" -e LUCENT_PUBLIC_URL="http://127.0.0.1:$GW_PORT" \
+pm run -d --name "lucent-$RUN_ID-gw" "${RO[@]}" "${ENVS[@]}" -e PORT="$GW_PORT" -e LUCENT_METRICS_PORT="$GW_METRICS" -e LUCENT_PUBLIC_URL="http://127.0.0.1:$GW_PORT" \
   -v "lucent-$RUN_ID-data-gw":/data -v lucent-ct-models:/models:ro "$IMAGE" serve --role gateway >/dev/null
-wait_http "http://127.0.0.1:$GW_PORT/readyz" 180 || { pm logs --tail 30 "lucent-$RUN_ID-gw"; pm logs --tail 30 "lucent-$RUN_ID-wk"; fail "gateway not ready"; }
+wait_ready wk "$WK_PORT" "$WK_METRICS" "$READY_WAIT" || { pm logs --tail 30 "lucent-$RUN_ID-wk"; fail "worker not ready"; }
+wait_ready gw "$GW_PORT" "$GW_METRICS" "$READY_WAIT" || { pm logs --tail 30 "lucent-$RUN_ID-gw"; pm logs --tail 30 "lucent-$RUN_ID-wk"; fail "gateway not ready"; }
 took containers-ready "$s"
 user=$(pm exec "lucent-$RUN_ID-gw" id -u); [ "$user" = 10001 ] || fail "runs as uid $user"
 health=$(pm healthcheck run "lucent-$RUN_ID-gw" >/dev/null 2>&1 && echo healthy || echo unhealthy)
@@ -193,12 +212,14 @@ took photo-job "$s"
 
 step "video job, worker restarted mid-job"; s=$(date +%s)
 V_URL=$(upload "$VIDEO" video/mp4)
-read -r VW VH < <(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0:s=' ' "$VIDEO")
+IFS=x read -r VW VH < <(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0:s=x "$VIDEO")
+[ -n "$VW" ] && [ -n "$VH" ] || fail "cannot read the size of $VIDEO"
 V_JOB=$(job_id "$(api /api/video-enhancer "{\"model_name\":\"${CT_VIDEO_MODEL:-general_restore_1x}\",\"video_url\":\"$V_URL\",\"resolution\":[$VW,$VH]}")")
-# wait until the worker has made progress on it, then restart the worker container (podman stop = SIGTERM,
+# wait until the worker has made progress on it (progress >= CT_RESTART_AT_PROGRESS %), then restart the worker container (podman stop = SIGTERM,
 # the stop timeout as grace) and start a fresh one on the same data volume
 for _ in $(seq 300); do
   st=$(status "$V_JOB"); [ "$(field "$st" status)" = CONVERTING ] || break
+  [ "$(field "$st" progress)" -ge "${CT_RESTART_AT_PROGRESS:-1}" ] 2>/dev/null && break # the worker has made progress
   pm logs "lucent-$RUN_ID-wk" 2>&1 | grep -q "$V_JOB" && break
   sleep 1
 done
@@ -207,14 +228,20 @@ sleep "${CT_RESTART_AFTER:-5}"
 r=$(date +%s)
 pm stop -t "${CT_STOP_TIMEOUT:-600}" "lucent-$RUN_ID-wk" >/dev/null
 echo "   worker stopped (SIGTERM) in $(( $(date +%s) - r ))s; job then: $(field "$(status "$V_JOB")" status)" >&2
+took worker-stop "$r"
 pm logs --tail 15 "lucent-$RUN_ID-wk" > "$WORK/worker-1.log" 2>&1 || true
 pm rm "lucent-$RUN_ID-wk" >/dev/null
+r=$(date +%s)
 start_worker
+wait_ready wk "$WK_PORT" "$WK_METRICS" "$READY_WAIT" || { pm logs --tail 30 "lucent-$RUN_ID-wk"; fail "restarted worker not ready"; }
+took worker-restart-ready "$r"
 V_ST=$(wait_done "$V_JOB" "${CT_VIDEO_TIMEOUT:-1800}")
 [ "$(field "$V_ST" status)" = COMPLETED ] || { pm logs --tail 40 "lucent-$RUN_ID-wk"; fail "video job: $V_ST"; }
 curl -fsS -o "$WORK/video-out.mp4" "$(field "$V_ST" res_url)"
 frames=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$WORK/video-out.mp4")
-echo "   video job $V_JOB COMPLETED after the restart: $frames frames" >&2
+att=$(psql "$LUCENT_DATABASE_URL" -Atc "SELECT attempts FROM jobs WHERE id = '$V_JOB'" 2>/dev/null || echo '?')
+echo "   video job $V_JOB COMPLETED after the restart: $frames frames, attempts $att" >&2
+TIMES+=("video-job-attempts: $att")
 [ "${frames:-0}" -gt 0 ] || fail "video result has no frames"
 took video-job "$s"
 
