@@ -33,8 +33,9 @@ t.test('BullMQ + PostgreSQL, one worker: a key\'s single job waits for at most ~
   const [, gateway] = await Promise.all([dep.serve('worker'), dep.serve('gateway')])
   await waitFor(async () => {
     const r = await request(`${gateway.base}/readyz`).catch(() => null)
-    const body = r ? await r.body.json().catch(() => null) as any : null
-    return r?.statusCode === 200 && body?.data?.workers?.length === 1
+    await r?.body.dump()
+    // a gateway is ready with a live worker (the detailed answer is on the metrics listener only)
+    return r?.statusCode === 200
   }, 60_000, 200)
 
   const db = new pg.Client({ connectionString: dep.databaseUrl })
