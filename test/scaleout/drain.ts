@@ -14,25 +14,17 @@ import t from 'tap'
 import { request } from 'undici'
 import pg from 'pg'
 import { Redis } from 'ioredis'
-import { modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { modelDir, inputServer, png, waitFor } from '../helper.js'
 import { lucentCli } from '../support/serve.js'
-import { requireServices, isolatedDeployment, inCI } from './services.js'
+import { processServices, isolatedDeployment } from './services.js'
 
 /** The input side: large enough that a CPU run takes a few seconds. */
 const SIDE = 192
 const JOBS = 5
 
 t.test('rolling restart of workers during long jobs: nothing lost, nothing restarted that could finish, no attempt used', async (t) => {
-  if (!addonBuilt) {
-    if (inCI) throw new Error('native/node is not built (npm run build:native)')
-    t.plan(0, 'native addon not built (npm run build:native)')
-    return
-  }
-  const svc = await requireServices(t)
-  if ('skip' in svc) {
-    t.plan(0, svc.skip)
-    return
-  }
+  const svc = await processServices(t)
+  if (!svc) return
   const dep = await isolatedDeployment(t, svc, modelDir)
   const env = { LUCENT_METRICS_PUBLIC: '1', LUCENT_QUEUE_LOCK_MS: '4000', LUCENT_QUEUE_STALLED_MS: '1500', LUCENT_QUEUE_BACKOFF_MS: '200', LUCENT_DRAIN_GRACE_MS: '120000' }
   const cli = (...args: string[]) => lucentCli({ ...dep.env, DATA_DIR: '/nonexistent-not-used' }, 'keys', ...args)

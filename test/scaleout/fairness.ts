@@ -10,23 +10,15 @@
 import t from 'tap'
 import { request } from 'undici'
 import pg from 'pg'
-import { modelDir, inputServer, png, addonBuilt, waitFor } from '../helper.js'
+import { modelDir, inputServer, png, waitFor } from '../helper.js'
 import { createKeyCli } from '../support/serve.js'
-import { requireServices, isolatedDeployment, inCI } from './services.js'
+import { processServices, isolatedDeployment } from './services.js'
 
 const FLOOD = 24
 
 t.test('BullMQ + PostgreSQL, one worker: a key\'s single job waits for at most ~1 of another key\'s 24', async (t) => {
-  if (!addonBuilt) {
-    if (inCI) throw new Error('native/node is not built (npm run build:native)')
-    t.plan(0, 'native addon not built (npm run build:native)')
-    return
-  }
-  const svc = await requireServices(t)
-  if ('skip' in svc) {
-    t.plan(0, svc.skip)
-    return
-  }
+  const svc = await processServices(t)
+  if (!svc) return
   const dep = await isolatedDeployment(t, svc, modelDir)
   const cliEnv = { ...dep.env, DATA_DIR: '/nonexistent-not-used' }
   const [A, B, W] = [0, 1, 2].map(() => createKeyCli(cliEnv, '--coins', '100000', '--rate', '100000').key)

@@ -14,9 +14,9 @@ import { request } from 'undici'
 import pg from 'pg'
 import { Redis } from 'ioredis'
 import { ListObjectsV2Command } from '@aws-sdk/client-s3'
-import { modelDir, inputServer, png, addonBuilt, waitFor, freePort, tempDir } from '../helper.js'
+import { modelDir, inputServer, png, waitFor, freePort, tempDir } from '../helper.js'
 import { lucentCli } from '../support/serve.js'
-import { requireServices, isolatedDeployment, inCI } from './services.js'
+import { processServices, isolatedDeployment } from './services.js'
 
 const JOBS = 12
 const RECONCILE_MS = 1000
@@ -50,16 +50,8 @@ function privateRedis(t: { teardown(fn: () => unknown): void }, port: number, di
 }
 
 t.test('Redis killed and restarted empty: every queued job still runs once, or is refunded', async (t) => {
-  if (!addonBuilt) {
-    if (inCI) throw new Error('native/node is not built (npm run build:native)')
-    t.plan(0, 'native addon not built (npm run build:native)')
-    return
-  }
-  const svc = await requireServices(t)
-  if ('skip' in svc) {
-    t.plan(0, svc.skip)
-    return
-  }
+  const svc = await processServices(t)
+  if (!svc) return
   const port = await freePort()
   const redis = privateRedis(t, port, await tempDir(t, 'lucent-redis-'))
   await redis.start()

@@ -8,7 +8,7 @@ import crypto from 'node:crypto'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
-import { repoRoot, tempDir } from '../helper.js'
+import { addonBuilt, repoRoot, tempDir } from '../helper.js'
 import { lucentServer, type LucentServer, type ServeOptions } from '../support/serve.js'
 import { leaseRedisDb } from '../support/redis-db.js'
 
@@ -50,6 +50,22 @@ export function serviceEnv(): Promise<ServiceEnv | string> {
 }
 
 interface T { teardown(fn: () => unknown): void }
+
+/** What a scale-out test with real processes needs: the built addon and the services. Null after `t.plan(0, why)`
+ *  when either is missing here; in CI a missing addon or service fails the test instead. */
+export async function processServices(t: T & { plan(n: number, why?: string): void }): Promise<ServiceEnv | null> {
+  if (!addonBuilt) {
+    if (inCI) throw new Error('native/node is not built (npm run build:native)')
+    t.plan(0, 'native addon not built (npm run build:native)')
+    return null
+  }
+  const svc = await requireServices(t)
+  if ('skip' in svc) {
+    t.plan(0, svc.skip)
+    return null
+  }
+  return svc
+}
 
 /** Services for a test: in CI a missing service fails the test, locally it returns the skip reason. */
 export async function requireServices(t: T): Promise<ServiceEnv | { skip: string }> {
