@@ -1,6 +1,7 @@
 /** The admin's store on PostgreSQL (see ./audit.ts): each change and its audit row in one transaction, the key
  *  row locked (SELECT ... FOR UPDATE) so a concurrent debit and an adjustment see one balance after the other. */
 import type pg from 'pg'
+import { pgTx } from './pg-tx.js'
 import type { ApiKey, JobStatus, LedgerEntry } from './types.js'
 import {
   AUDIT_COLUMNS, JOB_STATUSES, auditValues, zeroSums, changes, keyState, patchColumns, toAudit,
@@ -20,18 +21,7 @@ export class PgAudit implements AuditStore {
   constructor(private readonly pool: pg.Pool, private readonly h: PgKeyHooks) {}
 
   private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect()
-    try {
-      await c.query('BEGIN')
-      const out = await fn(c)
-      await c.query('COMMIT')
-      return out
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => {})
-      throw e
-    } finally {
-      c.release()
-    }
+    return pgTx(this.pool, fn)
   }
   private async insert(c: pg.PoolClient | pg.Pool, e: NewAudit, at = Date.now()): Promise<AuditEntry> {
     return toAudit((await c.query<AuditRow>(INSERT, auditValues(e, at))).rows[0])

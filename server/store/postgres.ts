@@ -9,6 +9,7 @@
  * Migrations run on open (PgStore.open), serialised across processes with an advisory lock.
  */
 import pg from 'pg'
+import { pgTx } from './pg-tx.js'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
 import { OWN_MODELS_MIGRATION_PG, OWN_MODELS_MIGRATION_PG_2, PgOwnModels } from './own-models.js'
@@ -222,18 +223,7 @@ export class PgStore implements Store {
 
   /** Runs `fn` in a transaction (READ COMMITTED + row locks where needed). */
   private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect()
-    try {
-      await c.query('BEGIN')
-      const out = await fn(c)
-      await c.query('COMMIT')
-      return out
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => {})
-      throw e
-    } finally {
-      c.release()
-    }
+    return pgTx(this.pool, fn)
   }
 
   async ping(): Promise<boolean> {

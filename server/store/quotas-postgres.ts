@@ -2,6 +2,7 @@
  *  Reservations and commits of one key are serialised by a transaction-scoped advisory lock on the key, so parallel
  *  uploads on several gateways cannot pass the quota together. */
 import type pg from 'pg'
+import { pgTx } from './pg-tx.js'
 import { checkPatch, defaultQuotas, mergeQuotas, parseOverrides, verdict, type CommitResult, type KeyQuotas, type QuotaStore, type QuotaUsage, type ReserveResult } from './quotas.js'
 
 /** One migration (appended to the store's list; idempotent). */
@@ -31,18 +32,7 @@ export class PgQuotas implements QuotaStore {
   constructor(private readonly pool: pg.Pool, defaults: KeyQuotas = defaultQuotas()) { this.defaults = defaults }
 
   private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect()
-    try {
-      await c.query('BEGIN')
-      const r = await fn(c)
-      await c.query('COMMIT')
-      return r
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => {})
-      throw e
-    } finally {
-      c.release()
-    }
+    return pgTx(this.pool, fn)
   }
   private async usageOf(c: pg.Pool | pg.PoolClient, keyId: string, now: number, except: string) {
     const r = (await c.query<{ bytes: string | null; files: string; first: number | null }>(`SELECT SUM(size) AS bytes, COUNT(*) AS files, MIN(expires_at) AS first
