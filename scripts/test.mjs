@@ -18,6 +18,32 @@ const tapArgs = args.filter((a) => a !== '--js' && a !== '--rust')
 // tap's top-level result lines, one per suite file: `ok 3 - test/x.ts # time=1234.5ms` (or `not ok`, or `# SKIP`)
 const suiteLine = /^(not ok|ok) \d+ - (\S+)(?: # (?:time=([\d.]+)(ms|s)\b)?.*)?$/
 const suites = []
+// every failed assertion's path (suite file > subtests > assertion) and its YAML diagnostics, printed again at the
+// end (CI shows the tail of the log only: the failures must be there, not only 7,000 lines up)
+const failures = []
+const subtestAt = [] // the `# Subtest: name` open at each indent level (4 spaces a level)
+let diag = null // the failure whose YAML block is being read
+function tapLine(l) {
+  const indent = /^ */.exec(l)[0].length
+  const body = l.slice(indent)
+  if (diag) {
+    if (body === '...' || indent < diag.indent) diag = null
+    else if (diag.lines.length < 30) diag.lines.push(l.slice(diag.indent))
+    if (diag) return
+  }
+  const sub = /^# Subtest: (.*)$/.exec(body)
+  if (sub) {
+    subtestAt.length = indent / 4
+    subtestAt.push(sub[1])
+    return
+  }
+  const bad = /^not ok \d+ - (.*)$/.exec(body)
+  if (bad) {
+    const f = { where: [...subtestAt.slice(0, indent / 4), bad[1]].join(' > '), indent, lines: [] }
+    failures.push(f)
+    diag = f
+  }
+}
 
 function run(cmd, argv, { capture = false } = {}) {
   return new Promise((resolve) => {
@@ -32,6 +58,7 @@ function run(cmd, argv, { capture = false } = {}) {
         const lines = (partial + d.toString()).split('\n')
         partial = lines.pop()
         for (const l of lines) {
+          tapLine(l)
           const m = suiteLine.exec(l)
           if (m) suites.push({ file: m[2], ok: m[1] === 'ok', s: m[3] ? Number(m[3]) / (m[4] === 'ms' ? 1000 : 1) : null })
         }
@@ -106,6 +133,16 @@ if (only !== 'rust') {
   const pass = m ? Number(m[2] ?? 0) : 0
   let fail = m ? Number(m[3] ?? 0) : 0
   if (r.code !== 0 && fail === 0) fail = 1
+  // the failures once more, leaves only (TAP closes a subtest after its children: an entry whose path is a prefix of
+  // an earlier one's is its parent)
+  const leaves = failures.filter((f, i) => !failures.slice(0, i).some((g) => g.where.startsWith(`${f.where.replace(/ # .*$/, '')} > `)))
+  if (leaves.length) {
+    console.log(`# failed (${leaves.length}):`)
+    for (const f of leaves.slice(0, 40)) {
+      console.log(`#   not ok: ${f.where}`)
+      for (const l of f.lines) console.log(`#     ${l}`)
+    }
+  }
   console.log(`# tap-pass ${pass}`)
   console.log(`# tap-fail ${fail}`)
   if (fail > 0) failed = true
