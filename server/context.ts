@@ -14,12 +14,15 @@ import type { WorkerInfo } from './roles/registry.js'
 import { EnginePool, type EngineState } from './engine/pool.js'
 import { JobLifecycle } from './jobs/lifecycle.js'
 import { EtaModel } from './jobs/eta.js'
+import { QueueBacklog } from './jobs/backlog.js'
 import { StatusAnswers } from './jobs/status.js'
 import { loadPrices, type Prices } from './pricing.js'
 import { Authenticator } from './auth.js'
 import { Metrics } from './metrics.js'
 import { SqliteStore } from './store/sqlite.js'
 import { OwnModels } from './own-models/registry.js'
+import { InstalledNetworks } from './models/installed.js'
+import { readCatalog } from './catalog.js'
 import path from 'node:path'
 
 export interface Lucent {
@@ -45,6 +48,10 @@ export interface Lucent {
   status: StatusAnswers
   /** This process as a worker (registry heartbeat, /metrics, the cluster broadcast). */
   localWorker(): WorkerInfo
+  /** The live workers: the registry's (Redis), else this process, else the cluster primary's. */
+  workers(): Promise<WorkerInfo[]>
+  /** Which catalog networks this process's model directory lacks (server/models/installed.ts); null where it runs no jobs. */
+  installed: InstalledNetworks | null
 }
 
 declare module 'fastify' {
@@ -69,6 +76,7 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
   }) : undefined
   const jobs = new JobLifecycle({ store, queue, log, jobTimeoutMs: config.jobTimeoutMs, maxAttempts: config.jobMaxAttempts, eta, deliveryDeadlineMs: config.outputPut.deadlineMs })
   const startedAt = Date.now()
+  const backlog = new QueueBacklog(store, async () => (await lucent.workers()).map((w) => w.backend))
   const lucent: Lucent = {
     config, role, store, storage, queue, backends, pool, jobs,
     prices: loadPrices(config.pricesFile),
@@ -78,7 +86,9 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
     closing: false,
     metrics: new Metrics({
       queueCounts: async () => queue.counts ? queue.counts() : { waiting: queue.stats().waiting, active: queue.stats().running },
-      workers: async () => registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : [],
+      workers: () => lucent.workers(),
+      // the workers' autoscaling signal, read from the store for either queue (server/jobs/backlog.ts)
+      backlog: () => backlog.get(),
     }),
     status: new StatusAnswers(role.hearsAllJobChanges),
     ownModels: new OwnModels(store.ownModels, storage, {
@@ -88,12 +98,17 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
       releaseAfterMs: config.jobTimeoutMs,
       forget: pool ? async (p) => { const r = await pool.forgetNetwork(p); return r.ok && r.forgotten } : undefined,
     }),
+    installed: role.runsJobs ? new InstalledNetworks(config.modelDir, readCatalog().filter((m) => m.available).flatMap((m) => m.networks)) : null,
+    async workers() {
+      return registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : []
+    },
     localWorker() {
       const e = lucent.engine
       const info = e.info && 'backend' in e.info ? e.info : undefined
       return {
         id: `local:${process.pid}`, host: 'local', pid: process.pid, backend: e.state === 'ready' ? info?.backend ?? 'cpu' : 'starting',
         adapter: info?.adapter ?? '', concurrency: config.workers, running: queue.stats().running, startedAt, heartbeatAt: Date.now(),
+        missing: lucent.installed?.missing() ?? undefined,
       }
     },
   }

@@ -3,9 +3,10 @@
 // Returns the process exit code; the caller (server/cli.ts) does process.exitCode = await runModelsCli(argv).
 
 import { downloadModels, ModelDownloadError, type DownloadEvent } from './download.js'
-import { requiredFiles, resolveModelDir } from './manifest.js'
+import { loadManifest, requiredFiles, resolveModelDir } from './manifest.js'
 import { describeProblem, listModels, verifyModels } from './verify.js'
 import { runInspectArgs } from './inspect.js'
+import { readCatalog } from '../catalog.js'
 
 const USAGE = `usage: lucent models <list|fetch|verify> [options] [model-stem-or-file ...]
        lucent models inspect FILE [--json]
@@ -105,6 +106,17 @@ export async function runModelsCli(
       try {
         const res = await downloadModels(modelDir, { files, mirror, force, offline, onProgress })
         out(`${res.length} files ready in ${modelDir}`)
+        // the default set leaves the optional models out: say which, their size, and how to get them (GET
+        // /api/models says `available: false` for them until they are here: server/models/installed.ts)
+        if (!all && !names.length) {
+          const catalog = readCatalog().filter((m) => m.available)
+          const left = loadManifest().filter((e) => !selected!.has(e.path) && catalog.some((m) => m.networks.includes(e.model)))
+          if (left.length) {
+            const stems = [...new Set(left.map((e) => e.model))]
+            const models = catalog.filter((m) => m.networks.some((n) => stems.includes(n))).map((m) => `${m.kind} ${m.name}`)
+            out(`not fetched (optional, ${fmtBytes(left.reduce((n, e) => n + e.bytes, 0))}): ${models.join(', ')} stay unavailable until \`lucent models fetch --all\` (or \`lucent models fetch ${stems.join(' ')}\`)`)
+          }
+        }
         return 0
       } catch (err) {
         if (err instanceof ModelDownloadError) {

@@ -80,10 +80,13 @@ export default fp(async (app) => {
         }
         registry?.beatNow().catch(() => {})
       }, (e) => { l.engine = { state: 'error', error: String(e) } })
+      // which catalog networks the model directory lacks (optional ones never fetched): published before the first
+      // heartbeat, refreshed while the process runs (a `lucent models fetch` shows in GET /api/models' `available`)
+      await l.installed?.start()
       if (registry) {
         await registry.register(() => {
           const w = l.localWorker()
-          return { backend: w.backend, adapter: w.adapter, concurrency: w.concurrency, running: w.running }
+          return { backend: w.backend, adapter: w.adapter, concurrency: w.concurrency, running: w.running, missing: w.missing }
         })
       }
     }
@@ -113,6 +116,7 @@ export default fp(async (app) => {
   app.addHook('onClose', async () => {
     l.closing = true
     l.ownModels.stop()
+    l.installed?.stop()
     l.jobs.shutdown()
     clearInterval(sweepTimer)
     clearInterval(redeliverTimer)

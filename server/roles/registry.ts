@@ -14,6 +14,8 @@ export interface WorkerInfo {
   adapter: string
   concurrency: number
   running: number
+  /** Catalog network stems whose files this worker lacks (server/models/installed.ts); absent: not known. */
+  missing?: string[]
   startedAt: number
   heartbeatAt: number
 }

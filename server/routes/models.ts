@@ -4,8 +4,13 @@
  *
  * Public (no Apikey): it says nothing that /docs and docs/ do not (names, limits, the price tables in
  * force), and the playground shows it before a key is entered. The answer is built once per process (prices
- * are loaded at start), again when the operator's own models change, and revalidated with an ETag. The operator's
- * own models (bring your own model, server/own-models/) follow the catalog's, each with an `own` field.
+ * are loaded at start), again when the operator's own models change or a model's `available` changes, and
+ * revalidated with an ETag. The operator's own models (bring your own model, server/own-models/) follow the
+ * catalog's, each with an `own` field.
+ *
+ * `available`: the engine's catalog can run the model AND some live worker holds its network files
+ * (server/models/installed.ts: the workers' `missing` lists, read at most every AVAILABILITY_MS). An optional
+ * model whose files were never fetched (DAT-light: `lucent models fetch --all`) says false, not true.
  *
  * Sources: models/catalog.json (generated from native/engine/src/catalog.rs: names, families, aliases, scales,
  * price classes, limits, descriptions, availability), the accepted formats (server/media/formats.ts) and the
@@ -16,6 +21,7 @@ import crypto from 'node:crypto'
 import { Type, type Static } from 'typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { readCatalog, type CatalogModel } from '../catalog.js'
+import { runnableBy } from '../models/installed.js'
 import { asCatalogModels } from '../own-models/registry.js'
 import type { OwnModel } from '../store/own-models.js'
 import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
@@ -51,7 +57,7 @@ const ModelEntry = Type.Object({
   category: Type.String({ description: 'photo: enhance | generative_portrait | generative; video: standard | premium | interp' }),
   aliases: Type.Array(Type.String()),
   description: Type.String(),
-  available: Type.Boolean({ description: "false: accepted by the API, but the engine's catalog says it cannot run here (the job ends in ERROR, refunded)" }),
+  available: Type.Boolean({ description: "false: accepted by the API, but no worker can run it now (the engine's catalog cannot, or its model files are not installed: the job ends in ERROR, refunded)" }),
   price: Type.Union([PhotoPrice, VideoPrice]),
   own: Type.Optional(Type.Object({
     architecture: Type.String({ description: "spandrel's architecture id (ESRGAN, Compact, SPAN, PLKSR ...) or ncnn" }),
@@ -118,18 +124,32 @@ export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog
   }
 }
 
+/** How long the workers' `missing` lists are reused before they are read again (the registry is in Redis). */
+export const AVAILABILITY_MS = 5000
+
 const routes: FastifyPluginAsyncTypebox = async (app) => {
   const catalog = readCatalog()
-  let built = -1
+  let built = ''
   let body = ok(modelsData(app.lucent.prices, catalog))
   let etag = ''
-  // rebuilt when the operator's own models change (server/own-models/registry.ts generation)
-  const current = () => {
+  let checked: { at: number; catalog: CatalogModel[] } | null = null
+  /** The catalog with `available` false where no live worker holds the model's networks. */
+  const installedCatalog = async (): Promise<CatalogModel[]> => {
+    if (checked && Date.now() - checked.at < AVAILABILITY_MS) return checked.catalog
+    const workers = await app.lucent.workers().catch(() => null)
+    const now = workers === null ? catalog : catalog.map((m) => (m.available && !runnableBy(m.networks, workers) ? { ...m, available: false } : m))
+    checked = { at: Date.now(), catalog: now }
+    return now
+  }
+  // rebuilt when the operator's own models change (server/own-models/registry.ts generation) or availability does
+  const current = async () => {
     const own = app.lucent.ownModels
-    if (built !== own.generation) {
-      body = ok(modelsData(app.lucent.prices, catalog, own.list()))
+    const cat = await installedCatalog()
+    const key = `${own.generation}:${cat.filter((m) => !m.available).map((m) => `${m.kind}/${m.name}`).join(',')}`
+    if (built !== key) {
+      body = ok(modelsData(app.lucent.prices, cat, own.list()))
       etag = `"${crypto.hash('sha256', JSON.stringify(body), 'base64url').slice(0, 27)}"`
-      built = own.generation
+      built = key
     }
     return { body, etag }
   }
@@ -140,7 +160,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       security: [], response: { 200: Envelope(ModelsData), 304: Type.Null() },
     },
   }, async (req, reply) => {
-    const { body, etag } = current()
+    const { body, etag } = await current()
     reply.header('etag', etag).header('cache-control', 'no-cache')
     if (req.headers['if-none-match'] === etag) return reply.code(304).send(null)
     return body

@@ -3,7 +3,10 @@ import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
-import { build, createKey, addonBuilt, tempDir } from '../helper.js'
+import { build, createKey, addonBuilt, tempDir, modelDir } from '../helper.js'
+import { missingNetworks, runnableBy } from '../../server/models/installed.js'
+import { AVAILABILITY_MS } from '../../server/routes/models.js'
+import { loadManifest } from '../../server/models/manifest.js'
 import { PHOTO_MODELS, VIDEO_MODELS, readCatalog } from '../../server/catalog.js'
 import { loadPrices, photoPrice, videoPrice, type Prices } from '../../server/pricing.js'
 
@@ -118,6 +121,7 @@ t.test("the engine's catalog: every entry listed with its description and availa
   const addon = createRequire(import.meta.url)('@lucent/native') as { catalog(): Array<{ name: string; kind: string; scale: number; description: string; available: boolean }> }
   const engine = addon.catalog()
   t.ok(engine.length >= 24)
+  const missing = await missingNetworks(modelDir, readCatalog().flatMap((m) => m.networks))
   for (const c of engine) {
     const e = models.find((m) => m.name === c.name && m.kind === c.kind)
     if (!e) {
@@ -126,7 +130,8 @@ t.test("the engine's catalog: every entry listed with its description and availa
     }
     t.equal(e.scale, c.scale, `${c.name} scale agrees with the engine`)
     t.equal(e.description, c.description)
-    t.equal(e.available, c.available)
+    const files = readCatalog().find((m) => m.name === c.name && m.kind === c.kind)!.networks.every((n) => !missing.includes(n))
+    t.equal(e.available, c.available && files, `${c.name}: available where the engine runs it and its files are here`)
   }
   t.equal(models.length, engine.length, 'nothing listed that the engine does not know')
 })
@@ -162,4 +167,47 @@ t.test('built from the catalog it is given: availability and descriptions pass t
   const some = modelsData(DEFAULT_PRICES, [{ ...first, description: 'd', available: false, reason: 'r' }, ...rest])
   t.equal(some.models[0].available, false)
   t.equal(some.models[0].description, 'd')
+})
+
+t.test('available: false for a model whose files were never fetched, true once they are (a worker holds them)', async (t) => {
+  // a model directory like a plain `lucent models fetch` leaves it: every file but DAT-light's (optional)
+  const dir = await tempDir(t)
+  const optional = (p: string) => p.startsWith('sr/dat-light/')
+  for (const e of loadManifest()) {
+    if (optional(e.path) || !fs.existsSync(path.join(modelDir, e.path))) continue
+    fs.mkdirSync(path.dirname(path.join(dir, e.path)), { recursive: true })
+    fs.symlinkSync(path.join(modelDir, e.path), path.join(dir, e.path))
+  }
+  const app = await build(t, { LUCENT_MODEL_DIR: dir })
+  const get = async () => (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as Entry[]
+  const before = await get()
+  const dat = before.filter((m) => /^high_fidelity_v2_/.test(m.name))
+  t.equal(dat.length, 2)
+  t.same(dat.map((m) => m.available), [false, false], 'DAT-light never fetched: not available')
+  const catalog = readCatalog()
+  const here = new Set(catalog.filter((m) => m.networks.every((n) => loadManifest().filter((e) => e.model === n).every((e) => fs.existsSync(path.join(modelDir, e.path))))).map((m) => `${m.kind}/${m.name}`))
+  for (const m of before.filter((x) => !/^high_fidelity_v2_/.test(x.name))) {
+    const c = catalog.find((x) => x.name === m.name && x.kind === m.kind)!
+    t.equal(m.available, c.available && here.has(`${m.kind}/${m.name}`), `${m.kind} ${m.name}`)
+  }
+  if (!fs.existsSync(path.join(modelDir, 'sr/dat-light/DAT_light_x2.pth'))) return
+  // the operator fetches them while the server runs: the next check (and the next answer after the cache) says so
+  for (const e of loadManifest().filter((x) => optional(x.path))) {
+    fs.mkdirSync(path.dirname(path.join(dir, e.path)), { recursive: true })
+    fs.symlinkSync(path.join(modelDir, e.path), path.join(dir, e.path))
+  }
+  await app.lucent.installed!.refresh()
+  await new Promise((r) => setTimeout(r, AVAILABILITY_MS + 100))
+  const after = await get()
+  t.same(after.filter((m) => /^high_fidelity_v2_/.test(m.name)).map((m) => m.available), [true, true], 'available once fetched')
+})
+
+t.test('runnableBy: some live worker lacks none of the networks; a worker that publishes nothing is taken to hold all', async (t) => {
+  t.equal(runnableBy(['a'], []), false, 'no worker: nothing runs')
+  t.equal(runnableBy(['a', 'b'], [{ missing: ['b'] }]), false)
+  t.equal(runnableBy(['a', 'b'], [{ missing: ['b'] }, { missing: ['c'] }]), true, 'the second worker holds both')
+  t.equal(runnableBy(['a'], [{ missing: null }]), true)
+  t.equal(runnableBy(['a'], [{}]), true, 'an older worker (no list)')
+  const dir = await tempDir(t)
+  t.same(await missingNetworks(dir, ['sr/realesr-general-x4v3', 'not/in-the-manifest']), ['sr/realesr-general-x4v3'], 'an empty directory lacks a known network; an unknown one is not checked')
 })
