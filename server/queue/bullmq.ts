@@ -28,6 +28,7 @@ import os from 'node:os'
 import { Queue as BQueue, Worker, QueueEvents, WaitingError, type ConnectionOptions, type Job as BJob } from 'bullmq'
 import type { EnqueueOptions, JobHandler, Queue, Reservation } from './types.js'
 import { QueueBound } from './bound.js'
+import { within } from '../within.js'
 
 /** BullMQ's highest priority (job.ts PRIORITY_LIMIT). */
 const PRIORITY_LIMIT = 2 ** 21 - 1
@@ -108,6 +109,9 @@ export function redisConnection(url: string): ConnectionOptions {
     maxRetriesPerRequest: null, // required by BullMQ workers
   }
 }
+
+/** How long close() waits for BullMQ's own close before it drops the Redis connections. */
+export const CLOSE_WAIT_MS = 5000
 
 export class BullQueue implements Queue {
   readonly queue: BQueue
@@ -293,12 +297,18 @@ export class BullQueue implements Queue {
     return { waiting: this.waiting, running: this.running, reserved: this.bound.reserved, max: this.o.max, active: this.active }
   }
 
+  /**
+   * Closes the worker, the events listener and the queue. Over a Redis that does not answer (frozen, mid-restart:
+   * a blocking read never returns) BullMQ's close waits forever: after CLOSE_WAIT_MS the connections are dropped
+   * instead (a job still running was handed back or is recovered by the stalled check, as after a crash).
+   */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
     clearInterval(this.timer)
-    await this.worker?.close().catch(() => {})
-    await this.events?.close().catch(() => {})
-    await this.queue.close().catch(() => {})
+    const parts = [this.worker, this.events, this.queue].filter((x) => !!x)
+    const graceful = Promise.all(parts.map((x) => x.close().catch(() => {})))
+    if (await within(CLOSE_WAIT_MS, graceful)) return
+    await within(CLOSE_WAIT_MS, Promise.all(parts.map((x) => x.disconnect().catch(() => {}))))
   }
 }

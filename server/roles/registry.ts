@@ -5,6 +5,7 @@
  */
 import os from 'node:os'
 import { Redis } from 'ioredis'
+import { within } from '../within.js'
 
 export interface WorkerInfo {
   id: string
@@ -69,9 +70,11 @@ export class WorkerRegistry {
     return live.sort((a, b) => a.id.localeCompare(b.id))
   }
 
+  /** Stops the heartbeat and says goodbye (bounded: a Redis that does not answer is not waited for; the entry
+   *  then goes stale). */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
-    if (this.id) await this.redis.hdel(this.key, this.id).catch(() => 0)
+    if (this.id) await within(2000, this.redis.hdel(this.key, this.id))
     this.redis.disconnect()
   }
 }
