@@ -1,6 +1,9 @@
 /**
  * Prometheus metrics (prom-client, one registry per app). Each process exposes what it sees at GET /metrics:
  * - lucent_queue_depth{state}            waiting / active / delayed / failed (shared queue: same on every process)
+ * - lucent_queue_backlog_seconds         estimated engine seconds the CONVERTING jobs still need (server/jobs/backlog.ts;
+ *                                        the workers' autoscaling signal) ; lucent_queue_backlog_unestimated_jobs: those
+ *                                        without a measured speed (same on every process: read from the store)
  * - lucent_job_duration_seconds{model,status}  run time of jobs this process ran (worker / all roles)
  * - lucent_job_latency_seconds{model}     submission -> COMPLETED (queue wait included) of jobs this process completed
  * - lucent_jobs_total{model,status}      runs this process finished (COMPLETED / ERROR / CANCELED / RETRY)
@@ -24,6 +27,7 @@
 import { Registry, Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client'
 import type { JobLifecycle, RunInfo } from './jobs/lifecycle.js'
 import type { WorkerInfo } from './roles/registry.js'
+import type { Backlog } from './jobs/backlog.js'
 import { failureCause } from './jobs/refund.js'
 
 const JOB_FAMILIES = ['lucent_job_duration_seconds', 'lucent_job_latency_seconds', 'lucent_jobs_total']
@@ -31,6 +35,8 @@ const JOB_FAMILIES = ['lucent_job_duration_seconds', 'lucent_job_latency_seconds
 export interface MetricsSources {
   queueCounts: () => Promise<{ waiting: number; active: number; delayed?: number; failed?: number }>
   workers: () => Promise<WorkerInfo[]>
+  /** The queue's backlog in engine seconds (server/jobs/backlog.ts); absent: no backlog gauges. */
+  backlog?: () => Promise<Backlog>
 }
 
 export class Metrics {
@@ -64,6 +70,17 @@ export class Metrics {
         this.set({ state: 'failed' }, c.failed ?? 0)
       },
     })
+    const backlog = src.backlog
+    if (backlog) {
+      new Gauge({
+        name: 'lucent_queue_backlog_seconds', help: 'Estimated engine seconds of work the queued and running jobs still need (measured speed per model x size x share not done)', registers,
+        async collect() { const b = await backlog().catch(() => null); if (b) this.set(b.seconds) },
+      })
+      new Gauge({
+        name: 'lucent_queue_backlog_unestimated_jobs', help: 'Queued and running jobs without a measured speed for their model (not in lucent_queue_backlog_seconds)', registers,
+        async collect() { const b = await backlog().catch(() => null); if (b) this.set(b.unestimated) },
+      })
+    }
     let workersCache: Promise<WorkerInfo[]> | null = null
     const workers = () => (workersCache ??= src.workers().catch(() => [] as WorkerInfo[]).finally(() => setTimeout(() => { workersCache = null }, 50)))
     new Gauge({

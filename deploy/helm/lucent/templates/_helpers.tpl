@@ -146,9 +146,10 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
-{{/* Seconds of work in the queue (see values.yaml worker.keda): jobs waiting or running x the mean run time of the
-     jobs completed in the window (fallbackJobSeconds when none). */}}
+{{/* Seconds of work in the queue (see values.yaml worker.keda): the ETA model's estimate of the queued and running
+     jobs (lucent_queue_backlog_seconds, the same on every process, hence max) + fallbackJobSeconds per job whose
+     model has no measured speed yet. */}}
 {{- define "lucent.backlogQuery" -}}
 {{- $k := .Values.worker.keda -}}
-sum(max by (state) (lucent_queue_depth{state=~"waiting|active"})) * on() (sum(rate(lucent_job_duration_seconds_sum{status="COMPLETED"}[{{ $k.window }}])) / (sum(rate(lucent_job_duration_seconds_count{status="COMPLETED"}[{{ $k.window }}])) > 0) or on() vector({{ $k.fallbackJobSeconds }}))
+max(lucent_queue_backlog_seconds) + {{ $k.fallbackJobSeconds }} * max(lucent_queue_backlog_unestimated_jobs)
 {{- end -}}
