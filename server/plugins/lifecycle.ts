@@ -17,6 +17,7 @@ import { RETENTION_MS } from '../context.js'
 import { makeRunner } from '../jobs/runner.js'
 import { IDEMPOTENCY_MS } from '../store/types.js'
 import { outputPutter } from '../jobs/output-put.js'
+import { measurePresigned } from '../routes/presigned.js'
 import { BullQueue } from '../queue/bullmq.js'
 import { QueueReconciler, checkRedis } from '../queue/reconcile.js'
 import { ApiError, QUEUE_FULL_CODE } from '../errors.js'
@@ -103,6 +104,9 @@ export default fp(async (app) => {
       const before = Date.now() - RETENTION_MS
       for (const p of ['u', 'o', 'r', 'tmp']) storage.sweep(p, before).catch(() => {})
       store.purgeIdempotency(Date.now() - IDEMPOTENCY_MS).catch(() => {})
+      // S3: pre-signed PUTs whose link has expired, their bytes measured against their key's quota (routes/presigned.ts)
+      measurePresigned(l).then((r) => { if (r.deleted || r.failed) app.log.info({ presigned: r }, 'pre-signed uploads measured') },
+        (err) => app.log.warn({ err }, 'pre-signed uploads not measured'))
     }
     sweep()
     sweepTimer = setInterval(sweep, 3600_000).unref()

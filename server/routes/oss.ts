@@ -1,6 +1,7 @@
 /** Upload facility (compat.md): presign-put (+batch), multipart upload, transfer (+batch). Every stored object
  *  counts against its key's quotas (./quota.ts, server/store/quotas.ts): reserved before a byte is read, the stream
- *  cut at the key's remaining bytes, recorded with its retention, or nothing kept and a 429. */
+ *  cut at the key's remaining bytes, recorded with its retention, or nothing kept and a 429. A pre-signed PUT on S3
+ *  bypasses the gateway: its bytes are measured in the bucket afterwards (./presigned.ts). */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
@@ -35,8 +36,10 @@ async function presign(l: Lucent, keyId: string, f: { filename: string; content_
   const key = uploadKey(f.filename, ct)
   const expireAt = Date.now() + (f.expire_seconds ?? 3600) * 1000
   // one file of the key's quota from now: until the link expires (local: the PUT through /upload records its bytes),
-  // on S3 for the retention (the PUT goes to the bucket: the gateway never sees its bytes)
-  await reserveObject(l, keyId, key, l.config.uploadMaxBytes, l.config.s3 ? Date.now() + RETENTION_MS : expireAt)
+  // on S3 for the retention (the PUT goes to the bucket: the gateway never sees its bytes; they are measured when a
+  // job first names the object and once the link has expired, ./presigned.ts)
+  await reserveObject(l, keyId, key, l.config.uploadMaxBytes, l.config.s3 ? Date.now() + RETENTION_MS : expireAt,
+    l.config.s3 ? { linkExpiresAt: expireAt } : {})
   return {
     upload_url: l.storage.signedPutUrl(key, ct, expireAt),
     access_url: l.storage.signedGetUrl(key, Date.now() + RETENTION_MS),

@@ -101,11 +101,12 @@ export interface Reservation {
  *  reservation counts before its commit (default: an hour; a pre-signed PUT: its link's expiry). `hold`: the object's
  *  whole cut (the smaller of `limitBytes` and the key's remaining bytes) is reserved, not only its file: what parallel
  *  transfers of one key hold on disk at once stays within the key's remaining bytes (each one's cut is what the
- *  others' reservations leave; the commit sets the real size). */
-export async function reserveObject(l: Lucent, keyId: string, objectKey: string, limitBytes: number, expiresAt?: number, opts: { hold?: boolean } = {}): Promise<Reservation> {
+ *  others' reservations leave; the commit sets the real size). `linkExpiresAt`: a pre-signed PUT to the bucket (S3),
+ *  its bytes measured later (./presigned.ts). */
+export async function reserveObject(l: Lucent, keyId: string, objectKey: string, limitBytes: number, expiresAt?: number, opts: { hold?: boolean; linkExpiresAt?: number } = {}): Promise<Reservation> {
   const now = Date.now()
   const exp = expiresAt ?? now + 3600_000
-  let r = await l.store.quotas.reserve(keyId, { objectKey, bytes: 0, expiresAt: exp, now })
+  let r = await l.store.quotas.reserve(keyId, { objectKey, bytes: 0, expiresAt: exp, now, linkExpiresAt: opts.linkExpiresAt })
   if (!r.ok) throw quotaError(r.quota, r)
   // hold: grow the row to the cut, atomically checked; another reservation meanwhile leaves less: try what it left
   for (let i = 0; opts.hold && r.ok && r.remainingBytes !== null && i < 5; i++) {

@@ -7,7 +7,8 @@
  *   `content-type`: S3 answers 403 to a PUT with any other type, and to an expired link.
  * - `ownKey` recognises links to this bucket and checks their signature and expiry, so an `access_url` from
  *   presign-put can be passed as img_url / video_url and is read from the bucket directly.
- * - The service serves no /files or /upload links in this mode (verifyGet/verifyPut always answer 'bad').
+ * - The service serves no /files or /upload links in this mode (verifyGet/verifyPut always answer 'bad'): a pre-signed
+ *   PUT's bytes are measured afterwards with `head` (server/routes/presigned.ts).
  * - Served types (issue 22): objects are written with fileHeaders()' canonical type and disposition, and GET links
  *   carry them as response-content-type / response-content-disposition (S3 then answers those, whatever the
  *   object holds); S3 sets no CSP or nosniff, but its links are on the bucket's origin, never the gateway's.
@@ -21,7 +22,7 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import {
   S3Client, PutObjectCommand, GetObjectCommand, DeleteObjectCommand, ListObjectsV2Command, HeadBucketCommand, CreateBucketCommand,
-  DeleteObjectsCommand,
+  DeleteObjectsCommand, HeadObjectCommand,
 } from '@aws-sdk/client-s3'
 import { validKey, type MediaStorage, type ObjectMeta } from './types.js'
 import { spoolToFile } from './local.js'
@@ -209,6 +210,19 @@ export class S3Storage implements MediaStorage {
     const o = await this.getObject(key)
     if (!o || !o.Body) return null
     return { stream: o.Body as Readable, meta: this.meta(o) }
+  }
+
+  /** The object's real size and last change (HeadObject): pre-signed PUTs go to the bucket, never through the
+   *  gateway, so their bytes are measured here (server/routes/presigned.ts). null: no such object. */
+  async head(key: string): Promise<{ size: number; modifiedAt: number } | null> {
+    if (!validKey(key)) return null
+    try {
+      const o = await this.client.send(new HeadObjectCommand({ Bucket: this.cfg.bucket, Key: key }))
+      return { size: o.ContentLength ?? 0, modifiedAt: o.LastModified?.getTime() ?? Date.now() }
+    } catch (e) {
+      if (httpStatus(e) === 404 || (e as { name?: string }).name === 'NotFound' || (e as { name?: string }).name === 'NoSuchKey') return null
+      throw e
+    }
   }
 
   localPath(_key: string): string | null {

@@ -9,6 +9,9 @@ export interface MediaStorage {
   putStream(key: string, src: Readable, contentType: string, maxBytes: number): Promise<ObjectMeta>
   get(key: string): Promise<{ data: Buffer; meta: ObjectMeta } | null>
   stream(key: string): Promise<{ stream: Readable; meta: ObjectMeta } | null>
+  /** Where uploads can bypass the service (S3: pre-signed PUTs go to the bucket): the object's real size and last
+   *  change, null when there is none (server/routes/presigned.ts measures them). Absent: every byte passes the service. */
+  head?(key: string): Promise<{ size: number; modifiedAt: number } | null>
   /** A local file path for the object where the backend has one (ffprobe); null otherwise. */
   localPath(key: string): string | null
   delete(key: string): Promise<void>

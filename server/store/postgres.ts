@@ -13,7 +13,7 @@ import { pgTx } from './pg-tx.js'
 import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
 import { OWN_MODELS_MIGRATION_PG, OWN_MODELS_MIGRATION_PG_2, PgOwnModels } from './own-models.js'
-import { PgQuotas, QUOTAS_MIGRATION_PG } from './quotas-postgres.js'
+import { PgQuotas, QUOTAS_MIGRATION_PG, QUOTAS_PRESIGNED_MIGRATION_PG } from './quotas-postgres.js'
 import { JOB_RUNS_SCHEMA_PG, PgRuns } from './job-runs.js'
 import { AUDIT_MIGRATION_PG } from './audit.js'
 import { PgAudit } from './audit-postgres.js'
@@ -117,6 +117,8 @@ const MIGRATIONS: string[] = [
   AUDIT_MIGRATION_PG,
   // --- own models: each file's sha256 (./own-models.ts) ---
   OWN_MODELS_MIGRATION_PG_2,
+  // --- per-key quotas: pre-signed S3 objects to measure (./quotas-postgres.ts) ---
+  QUOTAS_PRESIGNED_MIGRATION_PG,
 ]
 
 const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'

@@ -24,6 +24,16 @@ export const QUOTAS_MIGRATION_PG = `
   CREATE INDEX IF NOT EXISTS jobs_key_status ON jobs(key_id, status);
 `
 
+/** The next migration (appended after QUOTAS_MIGRATION_PG): pre-signed S3 objects whose bytes are still to be
+ *  measured (./quotas.ts). */
+export const QUOTAS_PRESIGNED_MIGRATION_PG = `
+  CREATE TABLE IF NOT EXISTS quota_presigned (
+    object_key TEXT PRIMARY KEY,
+    link_expires_at BIGINT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS quota_presigned_due ON quota_presigned(link_expires_at);
+`
+
 /** Advisory lock namespace of the quota rows of one key (pg_advisory_xact_lock(ns, hashtext(key))). */
 const LOCK_NS = 0x71756f74 // 'quot'
 
@@ -63,7 +73,7 @@ export class PgQuotas implements QuotaStore {
     return this.get(keyId)
   }
   async usage(keyId: string, now = Date.now()): Promise<QuotaUsage> { return (await this.usageOf(this.pool, keyId, now, '')).u }
-  async reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number }): Promise<ReserveResult> {
+  async reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number; linkExpiresAt?: number }): Promise<ReserveResult> {
     const now = o.now ?? Date.now()
     return this.tx(async (c) => {
       await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, keyId])
@@ -75,6 +85,10 @@ export class PgQuotas implements QuotaStore {
         await c.query(`INSERT INTO quota_objects (object_key, key_id, size, expires_at, state, created_at) VALUES ($1, $2, $3, $4, 'reserved', $5)
           ON CONFLICT (object_key) DO UPDATE SET key_id = EXCLUDED.key_id, size = EXCLUDED.size, expires_at = EXCLUDED.expires_at,
           state = 'reserved', created_at = EXCLUDED.created_at`, [o.objectKey, keyId, o.bytes, o.expiresAt, now])
+        if (o.linkExpiresAt !== undefined) {
+          await c.query(`INSERT INTO quota_presigned (object_key, link_expires_at) VALUES ($1, $2)
+            ON CONFLICT (object_key) DO UPDATE SET link_expires_at = EXCLUDED.link_expires_at`, [o.objectKey, o.linkExpiresAt])
+        }
       }
       return v
     })
@@ -104,7 +118,41 @@ export class PgQuotas implements QuotaStore {
     return used >= limit ? { limit, used } : null
   }
   async rekey(objectKey: string, newKey: string) { await this.pool.query('UPDATE quota_objects SET object_key = $1 WHERE object_key = $2', [newKey, objectKey]) }
-  async release(objectKey: string) { await this.pool.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey]) }
+  async release(objectKey: string) {
+    await this.tx(async (c) => {
+      await c.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey])
+      await c.query('DELETE FROM quota_presigned WHERE object_key = $1', [objectKey])
+    })
+  }
+  async presigned(objectKey: string) {
+    const r = (await this.pool.query<{ key_id: string; link_expires_at: string }>(`SELECT o.key_id, p.link_expires_at FROM quota_presigned p
+      JOIN quota_objects o ON o.object_key = p.object_key WHERE p.object_key = $1`, [objectKey])).rows[0]
+    return r ? { keyId: r.key_id, linkExpiresAt: Number(r.link_expires_at) } : null
+  }
+  async presignedDue(now: number, limit: number) {
+    const r = await this.pool.query<{ object_key: string; key_id: string | null }>(`SELECT p.object_key, o.key_id FROM quota_presigned p
+      LEFT JOIN quota_objects o ON o.object_key = p.object_key WHERE p.link_expires_at <= $1 ORDER BY o.created_at NULLS FIRST, p.object_key LIMIT $2`, [now, limit])
+    return r.rows.map((x) => ({ objectKey: x.object_key, keyId: x.key_id }))
+  }
+  async measure(objectKey: string, o: { size: number; expiresAt: number; final: boolean; now?: number }): Promise<CommitResult> {
+    const now = o.now ?? Date.now()
+    return this.tx(async (c) => {
+      const row = (await c.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1', [objectKey])).rows[0]
+      if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
+      await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, row.key_id])
+      const q = await this.quotasOf(c, row.key_id)
+      const { u, first } = await this.usageOf(c, row.key_id, now, objectKey)
+      if (q.maxStoredBytes !== null && u.storedBytes + o.size > q.maxStoredBytes) {
+        // kept at 0 bytes (and marked) until the caller has deleted the object
+        await c.query('UPDATE quota_objects SET size = 0 WHERE object_key = $1', [objectKey])
+        return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
+      }
+      const r = await c.query("UPDATE quota_objects SET size = $1, expires_at = $2, state = 'stored' WHERE object_key = $3", [o.size, o.expiresAt, objectKey])
+      if (r.rowCount !== 1) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
+      if (o.final) await c.query('DELETE FROM quota_presigned WHERE object_key = $1', [objectKey])
+      return { ok: true }
+    })
+  }
   async owner(objectKey: string, now = Date.now()) {
     const r = (await this.pool.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1 AND expires_at > $2', [objectKey, now])).rows[0]
     return r?.key_id ?? null

@@ -4,7 +4,8 @@
 import type Database from 'better-sqlite3'
 import { checkPatch, defaultQuotas, mergeQuotas, parseOverrides, verdict, type CommitResult, type KeyQuotas, type QuotaStore, type QuotaUsage, type ReserveResult } from './quotas.js'
 
-/** Applied at open (idempotent). `quota_objects.state`: reserved (streaming) | stored. */
+/** Applied at open (idempotent). `quota_objects.state`: reserved (streaming) | stored. `quota_presigned`: pre-signed
+ *  S3 objects whose bytes are still to be measured (./quotas.ts). */
 export const QUOTAS_SCHEMA_SQLITE = `
 CREATE TABLE IF NOT EXISTS quota_overrides (
   key_id TEXT PRIMARY KEY,
@@ -21,14 +22,20 @@ CREATE TABLE IF NOT EXISTS quota_objects (
 );
 CREATE INDEX IF NOT EXISTS quota_objects_key ON quota_objects(key_id, expires_at);
 CREATE INDEX IF NOT EXISTS jobs_key_status ON jobs(key_id, status);
+CREATE TABLE IF NOT EXISTS quota_presigned (
+  object_key TEXT PRIMARY KEY,
+  link_expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS quota_presigned_due ON quota_presigned(link_expires_at);
 `
 
 export class SqliteQuotas implements QuotaStore {
   /** The defaults (LUCENT_QUOTA_*), read at open; a test or the process may replace them. */
   defaults: KeyQuotas
   private s
-  private txReserve: Database.Transaction<(keyId: string, objectKey: string, bytes: number, expiresAt: number, now: number) => ReserveResult>
+  private txReserve: Database.Transaction<(keyId: string, objectKey: string, bytes: number, expiresAt: number, now: number, linkExpiresAt: number | null) => ReserveResult>
   private txCommit: Database.Transaction<(objectKey: string, size: number, expiresAt: number, now: number) => CommitResult>
+  private txMeasure: Database.Transaction<(objectKey: string, size: number, expiresAt: number, final: boolean, now: number) => CommitResult>
 
   constructor(db: Database.Database, defaults: KeyQuotas = defaultQuotas()) {
     db.exec(QUOTAS_SCHEMA_SQLITE)
@@ -50,19 +57,43 @@ export class SqliteQuotas implements QuotaStore {
       rekey: db.prepare('UPDATE quota_objects SET object_key = ? WHERE object_key = ?'),
       purge: db.prepare('DELETE FROM quota_objects WHERE expires_at <= ?'),
       purgeKey: db.prepare('DELETE FROM quota_objects WHERE key_id = ? AND expires_at <= ?'),
+      mark: db.prepare(`INSERT INTO quota_presigned (object_key, link_expires_at) VALUES (?, ?)
+        ON CONFLICT (object_key) DO UPDATE SET link_expires_at = excluded.link_expires_at`),
+      unmark: db.prepare('DELETE FROM quota_presigned WHERE object_key = ?'),
+      presigned: db.prepare<[string], { key_id: string; link_expires_at: number }>(`SELECT o.key_id, p.link_expires_at FROM quota_presigned p
+        JOIN quota_objects o ON o.object_key = p.object_key WHERE p.object_key = ?`),
+      due: db.prepare<[number, number], { object_key: string; key_id: string | null }>(`SELECT p.object_key, o.key_id FROM quota_presigned p
+        LEFT JOIN quota_objects o ON o.object_key = p.object_key WHERE p.link_expires_at <= ? ORDER BY o.created_at, p.object_key LIMIT ?`),
+      empty: db.prepare('UPDATE quota_objects SET size = 0 WHERE object_key = ?'),
     }
     const s = this.s
     const usageOf = (keyId: string, now: number, except: string) => {
       const r = s.stored.get(keyId, now, except)!
       return { u: { storedBytes: r.bytes ?? 0, storedFiles: r.files, jobsInFlight: s.jobs.get(keyId)!.n }, first: r.first }
     }
-    this.txReserve = db.transaction((keyId, objectKey, bytes, expiresAt, now) => {
+    this.txReserve = db.transaction((keyId, objectKey, bytes, expiresAt, now, linkExpiresAt) => {
       s.purgeKey.run(keyId, now) // the key's expired rows: they count no more
       const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(keyId)?.overrides))
       const { u, first } = usageOf(keyId, now, objectKey)
       const v = verdict(q, u, bytes, first)
-      if (v.ok) s.put.run(objectKey, keyId, bytes, expiresAt, now)
+      if (v.ok) {
+        s.put.run(objectKey, keyId, bytes, expiresAt, now)
+        if (linkExpiresAt !== null) s.mark.run(objectKey, linkExpiresAt)
+      }
       return v
+    })
+    this.txMeasure = db.transaction((objectKey, size, expiresAt, final, now): CommitResult => {
+      const row = s.row.get(objectKey)
+      if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
+      const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(row.key_id)?.overrides))
+      const { u, first } = usageOf(row.key_id, now, objectKey)
+      if (q.maxStoredBytes !== null && u.storedBytes + size > q.maxStoredBytes) {
+        s.empty.run(objectKey) // kept at 0 bytes (and marked) until the caller has deleted the object
+        return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
+      }
+      s.settle.run(size, expiresAt, objectKey)
+      if (final) s.unmark.run(objectKey)
+      return { ok: true }
     })
     this.txCommit = db.transaction((objectKey, size, expiresAt, now): CommitResult => {
       const row = s.row.get(objectKey)
@@ -92,8 +123,8 @@ export class SqliteQuotas implements QuotaStore {
     const r = this.s.stored.get(keyId, now, '')!
     return { storedBytes: r.bytes ?? 0, storedFiles: r.files, jobsInFlight: this.s.jobs.get(keyId)!.n }
   }
-  async reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number }) {
-    return this.txReserve.immediate(keyId, o.objectKey, o.bytes, o.expiresAt, o.now ?? Date.now())
+  async reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number; linkExpiresAt?: number }) {
+    return this.txReserve.immediate(keyId, o.objectKey, o.bytes, o.expiresAt, o.now ?? Date.now(), o.linkExpiresAt ?? null)
   }
   async commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }) {
     return this.txCommit.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now())
@@ -106,7 +137,20 @@ export class SqliteQuotas implements QuotaStore {
     const used = this.s.jobs.get(keyId)!.n
     return used >= limit ? { limit, used } : null
   }
-  async release(objectKey: string) { this.s.drop.run(objectKey) }
+  async release(objectKey: string) {
+    this.s.drop.run(objectKey)
+    this.s.unmark.run(objectKey)
+  }
+  async presigned(objectKey: string) {
+    const r = this.s.presigned.get(objectKey)
+    return r ? { keyId: r.key_id, linkExpiresAt: r.link_expires_at } : null
+  }
+  async presignedDue(now: number, limit: number) {
+    return this.s.due.all(now, limit).map((r) => ({ objectKey: r.object_key, keyId: r.key_id }))
+  }
+  async measure(objectKey: string, o: { size: number; expiresAt: number; final: boolean; now?: number }) {
+    return this.txMeasure.immediate(objectKey, o.size, o.expiresAt, o.final, o.now ?? Date.now())
+  }
   async rekey(objectKey: string, newKey: string) { this.s.rekey.run(newKey, objectKey) }
   async owner(objectKey: string, now = Date.now()) {
     const r = this.s.row.get(objectKey)

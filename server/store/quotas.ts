@@ -9,6 +9,10 @@
  *   so far, a short expiry), cut while streaming at the key's remaining bytes, then `commit`ted with its real size
  *   and retention, atomically checked again (parallel uploads of one key cannot pass the quota together), or
  *   `release`d (nothing kept).
+ * - A pre-signed PUT on S3 goes to the bucket, never through the gateway: its row is also in `quota_presigned` (the
+ *   link's expiry) until its bytes are measured for good (server/routes/presigned.ts: HEAD at a job's first use, and
+ *   once the link has expired); `measure` records the real size as `commit` does, atomically checked against what
+ *   the key's other objects hold.
  * - Jobs in flight = the key's CONVERTING jobs (read from the jobs table).
  */
 import { readSetting } from '../settings.js'
@@ -56,15 +60,27 @@ export interface QuotaStore {
   /** Records a new stored object of the key (one file, `bytes` reserved, expiring at `expiresAt`: RESERVATION_MS
    *  ahead for a stream, the link's expiry for a pre-signed PUT) if the key's file
    *  and byte quotas allow it; atomic against parallel reservations of the key. The same `objectKey` again (an
-   *  overwrite) replaces its row and counts once. */
-  reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number }): Promise<ReserveResult>
+   *  overwrite) replaces its row and counts once. `linkExpiresAt`: the object is a pre-signed PUT to the bucket (S3),
+   *  its bytes to be measured (`presigned`, `presignedDue`, `measure`), in the same transaction. */
+  reserve(keyId: string, o: { objectKey: string; bytes: number; expiresAt: number; now?: number; linkExpiresAt?: number }): Promise<ReserveResult>
   /** The object's final size and expiry; refused (and the row dropped) when the key's other objects plus `size` pass
    *  the byte quota. ok:false with quota 'stored_files' when the row is gone. */
   commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }): Promise<CommitResult>
   /** The row of `objectKey` now under `newKey` (a transfer reserves before its object's name is known). */
   rekey(objectKey: string, newKey: string): Promise<void>
-  /** Drops the object's row (nothing was kept). */
+  /** Drops the object's row (nothing was kept), its pre-signed mark too. */
   release(objectKey: string): Promise<void>
+  /** A pre-signed S3 object whose bytes are still to be measured: the key that asked for it and its link's expiry
+   *  (ms epoch); null when none (its quota row gone, or measured for good). */
+  presigned(objectKey: string): Promise<{ keyId: string; linkExpiresAt: number } | null>
+  /** Pre-signed S3 objects whose link expired at or before `now`, oldest presign first (at most `limit`); keyId null
+   *  where the object's quota row is gone (its retention over: nothing counts it). */
+  presignedDue(now: number, limit: number): Promise<Array<{ objectKey: string; keyId: string | null }>>
+  /** A pre-signed object's measured `size` (its row's expiry now `expiresAt`), atomically checked as `commit` is:
+   *  the key's other objects plus `size` within the byte quota, or ok:false with the row kept at 0 bytes (the caller
+   *  deletes the object, then `release`s it when `final`). `final` (the link has expired: nothing can change the object
+   *  any more) and ok: the pre-signed mark goes. ok:false with quota 'stored_files' when the row is gone. */
+  measure(objectKey: string, o: { size: number; expiresAt: number; final: boolean; now?: number }): Promise<CommitResult>
   /** The key owning a reserved/stored object (signed uploads: the PUT carries no API key); null when none. */
   owner(objectKey: string, now?: number): Promise<string | null>
   /** Drops rows expired before `before` (ms epoch); returns how many. */
