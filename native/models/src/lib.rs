@@ -8,10 +8,14 @@
 //! Real-ESRGAN Compact (SRVGGNetCompact), SPAN, RealPLKSR (LayerNorm variant), SwinIR (all four
 //! upsamplers), DAT (DAT, DAT-S, DAT-2, DAT-light), SAFMN and HAT. Anything else (ATD, DRCT, RGT,
 //! OmniSR, ...) is refused with an error that names what was recognised.
+//!
+//! ONNX models (`.onnx`, any network made of the ops listed in [`onnx`], e.g. U²-Net or an SR
+//! export) are read as a graph and mapped op by op instead (architecture "ONNX").
 
 
 pub mod arch;
 pub mod detect;
+pub mod onnx;
 pub mod pickle;
 mod safetensors_fmt;
 pub mod tensor;
@@ -32,6 +36,8 @@ pub enum Format {
     /// `torch.save` legacy stream (`_use_new_zipfile_serialization=False`).
     TorchLegacy,
     Safetensors,
+    /// An ONNX model (a graph, mapped op by op: see [`onnx`]).
+    Onnx,
 }
 
 impl Format {
@@ -40,6 +46,7 @@ impl Format {
             Format::TorchZip => "pytorch",
             Format::TorchLegacy => "pytorch-legacy",
             Format::Safetensors => "safetensors",
+            Format::Onnx => "onnx",
         }
     }
 }
@@ -71,6 +78,9 @@ pub fn read_state_dict(bytes: &[u8], file_name: &str, limits: &Limits) -> Result
 
 /// What a model file is, without building it.
 pub fn inspect(bytes: &[u8], file_name: &str) -> Result<(Format, ModelInfo)> {
+    if is_onnx_file(bytes, file_name) {
+        return Ok((Format::Onnx, onnx::load(bytes, file_name, &Limits::default())?.1));
+    }
     let (format, sd) = read_state_dict(bytes, file_name, &Limits::default())?;
     let (_, info) = detect(&sd)?;
     Ok((format, info))
@@ -86,8 +96,18 @@ pub struct Loaded {
 
 /// Read, detect and build.
 pub fn load(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<Loaded> {
+    if is_onnx_file(bytes, file_name) {
+        let (net, info) = onnx::load(bytes, file_name, limits)?;
+        return Ok(Loaded { format: Format::Onnx, info, net });
+    }
     let (format, sd) = read_state_dict(bytes, file_name, limits)?;
     let (arch, info) = detect(&sd)?;
     let net = arch::build(&arch, &sd)?;
     Ok(Loaded { format, info, net })
+}
+
+/// An ONNX file: named `.onnx`, or (unnamed) not any of the state-dict containers and starting
+/// like an ONNX `ModelProto`.
+fn is_onnx_file(bytes: &[u8], file_name: &str) -> bool {
+    onnx::is_onnx(bytes, file_name) && !zipfile::is_zip(bytes) && !torch::is_legacy(bytes) && !safetensors_fmt::is_safetensors(bytes)
 }
