@@ -126,7 +126,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     // Extension: the result also PUT to the caller's bucket (checked before anything is fetched).
     if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config)
     // a pre-signed S3 upload named: its real bytes counted against its key's quota first (./presigned.ts)
-    await measureInput(l, b.img_url, 'photo')
+    await measureInput(l, b.img_url, 'photo', req.apiKey!.id)
     // the input spooled to a temporary file, read whole only for its header facts within the gateway's input memory
     // budget (server/input.ts: LUCENT_INPUT_MEMORY_BYTES; past a short wait 503 + Retry-After, nothing debited)
     return withQueueSlot(l, req.apiKey!.id, (commit) => withPhotoInput(b.img_url, l.config, l.storage, async (input) => {
@@ -205,7 +205,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const missingTools = await missingVideoTools(l.config.video)
     if (missingTools) throw new ApiError(100500005, { detail: missingTools })
     const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
-    await measureInput(l, b.video_url, 'video') // a pre-signed S3 upload: its real bytes counted first (./presigned.ts)
+    await measureInput(l, b.video_url, 'video', req.apiKey!.id) // a pre-signed S3 upload: its real bytes counted first (./presigned.ts)
     return withQueueSlot(l, req.apiKey!.id, async (commit) => {
       const input = await loadToFile(b.video_url, 'video', l.config, l.storage, l.config.fetchMaxVideoBytes)
       try {

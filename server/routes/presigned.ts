@@ -61,9 +61,10 @@ async function measureOne(l: Lucent, objectKey: string, final: boolean, now: num
 
 /** A job's input URL: when it is the access_url of a pre-signed S3 object not measured for good, its bytes are
  *  measured now, before anything is read or debited; throws the too-large answer (object over the upload limit) or
- *  the stored-bytes 429 (object past the quota of the key that asked for its link). Anything else is left to the
+ *  the stored-bytes 429 (object past the quota of the key that asked for its link; to another key naming it, the
+ *  answer of an input that cannot be read, never the owner's figures). Anything else is left to the
  *  input's loading (server/input.ts). */
-export async function measureInput(l: Lucent, url: string, kind: 'photo' | 'video'): Promise<void> {
+export async function measureInput(l: Lucent, url: string, kind: 'photo' | 'video', requester: string): Promise<void> {
   if (!l.storage.head) return
   const key = l.storage.ownKey(url)
   if (key === null || key === 'invalid') return
@@ -74,7 +75,8 @@ export async function measureInput(l: Lucent, url: string, kind: 'photo' | 'vide
   if (m.state === 'oversize') {
     throw new ApiError(fetchErrorCode('too_large', kind), { detail: `the uploaded object holds ${m.size} bytes, over the upload limit of ${l.config.uploadMaxBytes}: deleted` })
   }
-  if (m.state === 'over_quota') throw quotaError('stored_bytes', m.refusal)
+  // the owner's limit and usage are the owner's: another key naming the object learns only that it is gone
+  if (m.state === 'over_quota') throw p.keyId === requester ? quotaError('stored_bytes', m.refusal) : new ApiError(fetchErrorCode('not_found', kind))
 }
 
 export interface PresignedSweep {

@@ -129,7 +129,8 @@ async function jobCase(t: Test, db: 'sqlite' | 'postgres') {
   const b = await presignPut(key, 50_000)
   const c = await presignPut(key, 40_000)
   const d = await presignPut(key, 300_000)
-  const job = (p: { access_url: string }) => post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: p.access_url, extension: '.png' })
+  const e = await presignPut(key, 40_000)
+  const job = (p: { access_url: string }, k = key) => post(app, '/api/photo-enhancer', k, { model_name: 'general_2x', img_url: p.access_url, extension: '.png' })
   const debits = async () => (await app.lucent.store.ledger(id)).filter((x) => x.kind === 'debit').length
 
   // first use, links still valid: each object measured before anything is read or debited
@@ -147,6 +148,16 @@ async function jobCase(t: Test, db: 'sqlite' | 'postgres') {
 
   t.equal((await job(b)).statusCode, 200, 'b fits: the quota is full now')
   const paid2 = await balance(app, id)
+  // another key naming the owner's over-quota object: refused as an input that cannot be read, never shown the
+  // owner's limit and usage
+  const other = await createKey(app, { coins: 100 })
+  const je = await job(e, other.key)
+  t.equal(je.statusCode, 400, 'another key: 400')
+  t.equal(je.json().error_code, 100400001, 'as an input that cannot be read')
+  t.notOk(je.headers['ratelimit'] ?? je.headers['ratelimit-policy'], 'no quota headers (the owner\'s figures)')
+  t.notOk(/100000|50000|100 ?kB/.test(je.body), 'no figure of the owner\'s in the answer')
+  t.equal(await balance(app, other.id), 100, 'the other key: nothing debited')
+  t.notOk((await uploads()).includes(e.object_key), 'the over-quota object is gone')
   const jc = await job(c)
   check429(t, jc, 'a job naming an object past the key\'s remaining bytes')
   t.notOk((await uploads()).includes(c.object_key), 'the over-quota object is gone')
