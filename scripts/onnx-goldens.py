@@ -8,9 +8,9 @@ Needs a venv with `onnx onnxruntime numpy pillow` (PyPI), e.g.
 Writes, under native/models/tests/onnx/:
   - ops.onnx + ops.in.f32 + ops.out.f32: a small graph of random weights that uses every op the
     reader maps (Conv with groups/dilation/stride, BatchNormalization, ConvTranspose, PRelu,
-    LeakyRelu, Clip, Tanh, Sigmoid, MaxPool with ceil_mode, AveragePool, GlobalAveragePool, Mul /
-    Add / Sub / Div with constants and blobs, Resize nearest / bilinear (half_pixel,
-    align_corners) from scales and from a Shape->Gather->Concat chain, DepthToSpace, Pad before a
+    LeakyRelu, Clip, Tanh, Sigmoid, MaxPool with ceil_mode, AveragePool (with and without
+    ceil_mode), GlobalAveragePool, Mul / Add / Sub / Div with constants and blobs, Resize nearest /
+    bilinear (half_pixel, align_corners) / bicubic from scales and from a Shape->Gather->Concat chain, DepthToSpace, Pad before a
     Conv, Slice of channels, Concat, fp16 initializers), its input and onnxruntime's output.
   - compact_x4.onnx / compact_x4.f16.onnx: the Compact x4 test net of tests/goldens
     (compact_x4_nf16_nc2.2.safetensors) written as ONNX by hand with onnx.helper (Conv, PRelu,
@@ -100,6 +100,10 @@ def ops_model():
     sizes = n("Concat", [nc, hw], "sizes", axis=0)
     up = n("Resize", [pq, "", "", sizes], "up_lin", mode="linear", coordinate_transformation_mode="pytorch_half_pixel")
     qa = n("Resize", [q, "", "", sizes], "up_ac", mode="linear", coordinate_transformation_mode="align_corners")
+    # AveragePool with ceil_mode, then bicubic (A = -0.75, PyTorch's) back to the size
+    q2 = n("AveragePool", [g], "ap_ceil", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    q2 = n("Resize", [q2, "", "", sizes], "up_cubic", mode="cubic", cubic_coeff_a=-0.75, coordinate_transformation_mode="half_pixel")
+    qa = n("Add", [qa, q2], "add_cubic")
     cat = n("Concat", [g, up, qa], "cat", axis=1)
     # Slice channels 4..20, Tanh
     sl = n("Slice", [cat, c("s0", [4], np.int64), c("e0", [20], np.int64), c("ax", [1], np.int64)], "slice")

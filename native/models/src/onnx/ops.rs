@@ -7,7 +7,7 @@
 //! with a per-channel constant), Pow by a scalar, Concat (channels, height or width), MaxPool and
 //! AveragePool (ceil_mode, pads), GlobalAveragePool / GlobalMaxPool, Resize / Upsample (nearest:
 //! asymmetric + floor at any scale, or any rounding at whole scales; linear: half_pixel,
-//! pytorch_half_pixel, align_corners), DepthToSpace (DCR and CRD), Pad (constant, folded into the
+//! pytorch_half_pixel, align_corners; cubic with A = -0.75 likewise), DepthToSpace (DCR and CRD), Pad (constant, folded into the
 //! convolution that reads it), Slice (steps of 1; channels always, height and width on a static
 //! input), Identity, Dropout, and Cast to a float type.
 //! Constant ops folded: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add,
@@ -623,8 +623,8 @@ fn pool(b: &mut Builder, n: &NodeProto, max: bool) -> Result<()> {
         out_w: 0,
         out_h: 0,
     };
-    if !max && ceil {
-        bail!(Code::ModelInvalid, "AveragePool with ceil_mode is not supported");
+    if !max && ceil && p.count_include_pad {
+        bail!(Code::ModelInvalid, "AveragePool with ceil_mode and count_include_pad is not supported");
     }
     emit(b, n, "Pooling", Op::Pooling(p), &[x], [shape[0], out[0], out[1]])
 }
@@ -683,7 +683,14 @@ fn resize(b: &mut Builder, n: &NodeProto, op: &str) -> Result<()> {
             "align_corners" => (2, true),
             c => bail!(Code::ModelInvalid, "linear Resize with coordinates '{c}' is not supported"),
         },
-        m => bail!(Code::ModelInvalid, "Resize mode '{m}' is not supported"),
+        // Keys cubic with A = -0.75 (PyTorch's bicubic), taps outside the input clamped to its edge.
+        "cubic" if attr_f(n, "cubic_coeff_a", -0.75) == -0.75 && attr_i(n, "exclude_outside", 0) == 0 => match coord.as_str() {
+            "half_pixel" => (3, false),
+            "pytorch_half_pixel" if out[0] > 1 && out[1] > 1 => (3, false),
+            "align_corners" => (3, true),
+            c => bail!(Code::ModelInvalid, "cubic Resize with coordinates '{c}' is not supported"),
+        },
+        m => bail!(Code::ModelInvalid, "Resize mode '{m}' (with its cubic_coeff_a and exclude_outside) is not supported"),
     };
     let p = if sizes_fixed(b) {
         Interp { resize_type, height_scale: 0.0, width_scale: 0.0, output_h: out[0], output_w: out[1], align_corner: align }
