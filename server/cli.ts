@@ -10,6 +10,7 @@
  *   enhance    the engine in this process on files, folders and globs (server/enhance/)
  *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
  *   config     the settings in effect and where each came from (server/settings.ts), secrets masked
+ *   adapters   the GPU adapters wgpu sees, with the index LUCENT_ADAPTER=#N chooses
  * Output formats of existing commands are kept as they were: other tools parse them.
  */
 import fs from 'node:fs'
@@ -234,6 +235,17 @@ program.command('config')
     if (o.json) process.stdout.write(`${JSON.stringify({ settings, unknown: unknownVariables(process.env) }, null, 2)}\n`)
     else process.stdout.write(configText(process.env))
     if (settings.some((s) => s.error)) process.exitCode = 1
+  })
+
+program.command('adapters')
+  .description('list the GPU adapters wgpu sees, CPU ones included, with the index LUCENT_ADAPTER=#N chooses (one worker per adapter)')
+  .option('--json', 'as JSON: [{ index, name, backend, deviceType }]')
+  .addHelpText('after', '\nExamples:\n  lucent adapters\n  LUCENT_ADAPTER=#1 lucent serve --role worker')
+  .action(async (o: { json?: boolean }) => {
+    const { loadAddon } = await import('./engine/addon.js')
+    const list = loadAddon().adapters()
+    if (o.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`)
+    else process.stdout.write(list.length ? list.map((a) => `#${a.index}  ${a.name} (${a.backend}) [${a.deviceType}]\n`).join('') : 'no GPU adapter\n')
   })
 
 program.command('native')

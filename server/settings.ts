@@ -216,7 +216,7 @@ export const SETTINGS: readonly Setting[] = [
   //     no environment)
   { name: 'LUCENT_BACKEND', type: 'enum', values: ['gpu', 'cpu', 'auto'], default: null, defaultDoc: 'auto',
     doc: 'gpu, cpu or auto (a real GPU adapter if present, else the CPU backend)', readers: ['server', 'cli'], group: G.engine, addon: 'backend' },
-  { name: 'LUCENT_ADAPTER', type: 'string', default: null, defaultDoc: 'the first GPU', doc: 'Case-insensitive substring of the wgpu adapter name to use', readers: ['server', 'cli'], group: G.engine, addon: 'adapter' },
+  { name: 'LUCENT_ADAPTER', type: 'string', default: null, defaultDoc: 'the best GPU', doc: 'The adapter: a case-insensitive substring of its wgpu name, or #N, the N-th of `lucent adapters` (0 the first; identical GPUs: one worker per adapter); #N never falls back to the CPU backend', readers: ['server', 'cli'], group: G.engine, addon: 'adapter' },
   { name: 'LUCENT_ENGINE_THREADS', type: 'int', default: null, defaultDoc: 'all cores', min: 1, unit: 'threads', doc: 'CPU backend threads per engine', readers: ['server'], group: G.engine, addon: 'threads' },
   { name: 'LUCENT_FACE_PROFILE', type: 'bool', lenient: true, default: false, doc: '1: every frame of a face model prints where its time went to stderr (face-profile ...)', readers: ['server', 'cli'], group: G.engine, addon: 'faceProfile' },
   { name: 'LUCENT_HEIF_PRESET', type: 'string', default: 'ultrafast', doc: 'x265 preset of HEIF output (lowercase letters; an unknown one: the encoder\'s own)', readers: ['server', 'cli'], group: G.engine, addon: 'heifPreset' },

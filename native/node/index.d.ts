@@ -9,6 +9,22 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** One GPU adapter as wgpu enumerates it. */
+export interface AdapterEntry {
+  /** Its position in the enumeration: `adapter: '#N'` (LUCENT_ADAPTER=#N) opens this one. */
+  index: number
+  name: string
+  /** wgpu's backend: 'Vulkan', 'Metal', 'Dx12'. */
+  backend: string
+  deviceType: 'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'
+}
+
+/**
+ * Every GPU adapter wgpu sees, CPU ones (lavapipe) included, in its enumeration order (stable on
+ * one host with the same devices); empty without the GPU backend. Needs no `init`.
+ */
+export declare function adapters(): Array<AdapterEntry>
+
 /** Every photo and video model of the catalog (photo first, API order). */
 export declare function catalog(): Array<CatalogEntry>
 
@@ -69,7 +85,11 @@ export interface EngineOptions {
   modelDir: string
   /** Default 'auto': a real GPU adapter when present, else the CPU backend (LUCENT_BACKEND). */
   backend?: 'auto' | 'gpu' | 'cpu'
-  /** Substring of the wgpu adapter name to prefer (LUCENT_ADAPTER). */
+  /**
+   * The adapter: a case-insensitive substring of its name, or '#N', the N-th adapter of
+   * `adapters()` (0 the first; identical GPUs differ only there). With '#N' the backend
+   * 'auto' fails (gpu_unavailable) rather than fall back to the CPU (LUCENT_ADAPTER).
+   */
   adapter?: string
   /** CPU backend threads (default: all cores; LUCENT_ENGINE_THREADS). */
   threads?: number

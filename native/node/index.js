@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.adapters = nativeBinding.adapters
 module.exports.catalog = nativeBinding.catalog
 module.exports.EngineErrorCode = nativeBinding.EngineErrorCode
 module.exports.enhance = nativeBinding.enhance

@@ -94,6 +94,10 @@ pub fn make_backend(opts: &EngineOptions) -> Result<Arc<dyn Backend>> {
     match opts.backend.unwrap_or(BackendChoice::Auto) {
         BackendChoice::Cpu => cpu_backend(&opts.cpu),
         BackendChoice::Gpu => gpu_backend(&GpuOptions { allow_cpu_adapter: true, ..opts.gpu.clone() }),
+        // An adapter chosen by index (`LUCENT_ADAPTER=#N`, lucent_gpu::AdapterPick): that adapter or
+        // its error (gpu_unavailable), never a silent fall back to the CPU: a host with several
+        // GPUs runs one worker per adapter, and a worker pinned to a missing one must say so.
+        BackendChoice::Auto if opts.gpu.adapter_name.as_deref().is_some_and(|s| s.trim_start().starts_with('#')) => gpu_backend(&opts.gpu),
         // No GPU device on this host: `Auto` could only find a software adapter, which it never
         // picks, so the Vulkan probe (35 ms on 2 quiet cores, 250 ms loaded: loader, layers, drivers)
         // is skipped.

@@ -10,7 +10,7 @@
 //!
 //! Options: [`GpuOptions`], given by the caller (the crate reads no `LUCENT_*` environment; the
 //! server maps its settings onto the addon's init options, the bench CLI at its `main`). Setting
-//! names in parentheses: `adapter_name` (`LUCENT_ADAPTER`, adapter name substring), `force_f32`
+//! names in parentheses: `adapter_name` (`LUCENT_ADAPTER`, adapter name substring or `#N` index: [`select`]), `force_f32`
 //! (`LUCENT_GPU_F32=1`, ignore SHADER_F16), `f16_math` (`LUCENT_GPU_F16_MATH=1`, accumulate
 //! convolutions in f16 too), `profile` (`LUCENT_GPU_PROFILE=1`, per-layer GPU times to stderr when
 //! TIMESTAMP_QUERY is available), `timeout` (`LUCENT_GPU_TIMEOUT_S`, default 600, 3600 on CPU adapters),
@@ -32,7 +32,7 @@
 //!
 //! Layout: this file (device thread, handles, settings from the options, prepare = tune then
 //! build); `ops/` (one op family per file: its WGSL, typed parameters and recording);
-//! `choice.rs` (which convolution kernel runs where); `tune.rs` (the measured choice);
+//! `select.rs` (which adapter opens); `choice.rs` (which convolution kernel runs where); `tune.rs` (the measured choice);
 //! `prep.rs` (a prepared network: fusion, recording each run); `rec.rs` (one run's buffers,
 //! commands, submission and readback); `shape.rs`; `variants.rs` (every shader variant, for the
 //! tests). Modules depend downward only: lib -> tune -> prep -> ops -> rec -> shape, with
@@ -45,10 +45,12 @@ mod conv_step;
 pub mod ops;
 mod prep;
 mod rec;
+pub mod select;
 mod shape;
 pub mod tune;
 mod variants;
 
+pub use select::{select_adapter, AdapterDesc, AdapterPick};
 pub use variants::{probe_coop, shader_variants};
 
 use ops::conv_gemm::ConvCfg;
@@ -114,19 +116,20 @@ fn type_name(t: wgpu::DeviceType) -> &'static str {
     }
 }
 
+fn desc_of(a: &wgpu::Adapter) -> AdapterDesc {
+    let i = a.get_info();
+    AdapterDesc { name: i.name, backend: format!("{:?}", i.backend), device_type: type_name(i.device_type).to_string() }
+}
+
+/// Every adapter wgpu sees, in its enumeration order: the index of an entry is what `#N`
+/// ([`AdapterPick::Index`], `LUCENT_ADAPTER=#N`) chooses. Empty where enumerating fails.
+pub fn adapters() -> Vec<AdapterDesc> {
+    catch_unwind(|| pollster::block_on(new_instance().enumerate_adapters(BACKENDS)).iter().map(desc_of).collect()).unwrap_or_default()
+}
+
 /// Every adapter wgpu sees: (name incl. backend, device type). For diagnostics.
 pub fn probe_adapters() -> Vec<(String, String)> {
-    let r = catch_unwind(|| {
-        let inst = new_instance();
-        pollster::block_on(inst.enumerate_adapters(BACKENDS))
-            .into_iter()
-            .map(|a| {
-                let i = a.get_info();
-                (format!("{} ({:?})", i.name, i.backend), type_name(i.device_type).to_string())
-            })
-            .collect::<Vec<_>>()
-    });
-    r.unwrap_or_default()
+    adapters().into_iter().map(|a| (format!("{} ({})", a.name, a.backend), a.device_type)).collect()
 }
 
 /// Per-handle execution settings (the device is shared, these are not).
@@ -363,39 +366,9 @@ impl DeviceHandle {
 fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
     let inst = new_instance();
     let adapters = pollster::block_on(inst.enumerate_adapters(BACKENDS));
-    let want = opts.adapter_name.clone().filter(|s| !s.is_empty()).map(|s| s.to_lowercase());
-    let rank = |t: wgpu::DeviceType| match t {
-        wgpu::DeviceType::DiscreteGpu => 0,
-        wgpu::DeviceType::IntegratedGpu => 1,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Other => 3,
-        wgpu::DeviceType::Cpu => 4,
-    };
-    let seen: Vec<String> =
-        adapters.iter().map(|a| format!("{} [{}]", a.get_info().name, type_name(a.get_info().device_type))).collect();
-    let mut cands: Vec<wgpu::Adapter> = adapters
-        .into_iter()
-        .filter(|a| {
-            let i = a.get_info();
-            (opts.allow_cpu_adapter || i.device_type != wgpu::DeviceType::Cpu)
-                && want.as_ref().is_none_or(|w| i.name.to_lowercase().contains(w.as_str()))
-        })
-        .collect();
-    cands.sort_by_key(|a| {
-        let i = a.get_info();
-        (rank(i.device_type), if i.backend == wgpu::Backend::Vulkan { 0 } else { 1 })
-    });
-    let Some(adapter) = cands.into_iter().next() else {
-        return Err(Error::new(
-            Code::GpuUnavailable,
-            format!(
-                "no usable GPU adapter (name filter {:?}, cpu adapters {}); adapters seen: [{}]",
-                want,
-                if opts.allow_cpu_adapter { "allowed" } else { "not allowed" },
-                seen.join(", ")
-            ),
-        ));
-    };
+    let descs: Vec<AdapterDesc> = adapters.iter().map(desc_of).collect();
+    let index = select::select_adapter(&descs, &AdapterPick::parse(opts.adapter_name.as_deref())?, opts.allow_cpu_adapter)?;
+    let adapter = adapters.into_iter().nth(index).expect("select_adapter answers an index of the list");
     let info = adapter.get_info();
     let af = adapter.features();
     let mut features = wgpu::Features::empty();
@@ -472,7 +445,8 @@ fn open_device(opts: &GpuOptions) -> Result<(DevCtx, DeviceSummary)> {
         // A CPU adapter (lavapipe) on a busy host can legitimately take many minutes per run.
         .unwrap_or(Duration::from_secs(if info.device_type == wgpu::DeviceType::Cpu { 3600 } else { 600 }));
     let summary = DeviceSummary {
-        adapter: format!("{} ({:?})", info.name, info.backend),
+        // The index tells identical GPUs apart (`LUCENT_ADAPTER=#N`): `NVIDIA H100 (Vulkan) #1`.
+        adapter: format!("{} ({:?}) #{index}", info.name, info.backend),
         device_type: type_name(info.device_type).to_string(),
         limits: limits.clone(),
         f16: features.contains(wgpu::Features::SHADER_F16),

@@ -3,7 +3,7 @@
 //!
 //! The package's `index.js` (loader) and `index.d.ts` (types) are GENERATED from the `#[napi]`
 //! items of this crate by `napi build` (scripts/build-native.mjs): change the API here, never there.
-//! Here: `init`, `info`, `probe`; `errors.rs`: the error codes; `catalog.rs`: `catalog()`;
+//! Here: `init`, `info`, `adapters`, `probe`; `errors.rs`: the error codes; `catalog.rs`: `catalog()`;
 //! `tasks.rs`: the async `enhance` and `enhanceFrames`; `interp.rs`: the async `interpolateFrames`;
 //! `models.rs`: `inspectModel` (bring your own model).
 //!
@@ -41,7 +41,9 @@ pub struct EngineOptions {
     /// Default 'auto': a real GPU adapter when present, else the CPU backend (LUCENT_BACKEND).
     #[napi(ts_type = "'auto' | 'gpu' | 'cpu'")]
     pub backend: Option<String>,
-    /// Substring of the wgpu adapter name to prefer (LUCENT_ADAPTER).
+    /// The adapter: a case-insensitive substring of its name, or '#N', the N-th adapter of
+    /// `adapters()` (0 the first; identical GPUs differ only there). With '#N' the backend
+    /// 'auto' fails (gpu_unavailable) rather than fall back to the CPU (LUCENT_ADAPTER).
     pub adapter: Option<String>,
     /// CPU backend threads (default: all cores; LUCENT_ENGINE_THREADS).
     pub threads: Option<u32>,
@@ -116,6 +118,18 @@ pub struct EngineInfo {
     pub cpu_isa: Option<String>,
     /// The CPU backend's worker threads; absent on the GPU.
     pub threads: Option<u32>,
+}
+
+/// One GPU adapter as wgpu enumerates it.
+#[napi(object)]
+pub struct AdapterEntry {
+    /// Its position in the enumeration: `adapter: '#N'` (LUCENT_ADAPTER=#N) opens this one.
+    pub index: u32,
+    pub name: String,
+    /// wgpu's backend: 'Vulkan', 'Metal', 'Dx12'.
+    pub backend: String,
+    #[napi(ts_type = "'discrete' | 'integrated' | 'virtual' | 'cpu' | 'other'")]
+    pub device_type: String,
 }
 
 #[napi(object)]
@@ -212,6 +226,22 @@ pub fn init(opts: EngineOptions) -> Result<EngineInfo, ErrCode> {
 #[napi]
 pub fn info() -> Result<EngineInfo, ErrCode> {
     Ok(info_of(Engine::global().map_err(nerr)?))
+}
+
+/// Every GPU adapter wgpu sees, CPU ones (lavapipe) included, in its enumeration order (stable on
+/// one host with the same devices); empty without the GPU backend. Needs no `init`.
+#[napi]
+pub fn adapters() -> Vec<AdapterEntry> {
+    #[cfg(feature = "gpu")]
+    {
+        lucent_gpu::adapters()
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| AdapterEntry { index: i as u32, name: a.name, backend: a.backend, device_type: a.device_type })
+            .collect()
+    }
+    #[cfg(not(feature = "gpu"))]
+    Vec::new()
 }
 
 /// Format and size of an encoded image, from its header.
