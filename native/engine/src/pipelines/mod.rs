@@ -10,6 +10,7 @@
 //! - `interp.rs`: RIFE v4.6 frame interpolation (two frames + t -> frame; catalog `Interp`, run by
 //!   `video::interpolate_frames`, not an Enhancer)
 //! - `scenecut.rs`: scene-cut detection between consecutive frames (colour-histogram distance)
+//! - `segment/`: background removal (U²-Net); `segment/refine.rs` refines the mask's edges
 //!
 //! A new pipeline: a file here implementing [`Enhancer`], a `catalog::Pipeline` variant holding
 //! its data, and an arm in [`for_model`].
@@ -20,6 +21,7 @@ pub mod face;
 pub mod interp;
 pub mod noise;
 pub mod scenecut;
+pub mod segment;
 pub mod sr;
 pub mod srmd;
 
