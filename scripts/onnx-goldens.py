@@ -12,6 +12,8 @@ Writes, under native/models/tests/onnx/:
     ceil_mode), GlobalAveragePool, Mul / Add / Sub / Div with constants and blobs, Resize nearest /
     bilinear (half_pixel, align_corners) / bicubic from scales and from a Shape->Gather->Concat chain, DepthToSpace, Pad before a
     Conv, Slice of channels, Concat, fp16 initializers), its input and onnxruntime's output.
+  - ops2.onnx + ops2.in.f32 + ops2.out.f32: the same for the ops of opset 20 (SpaceToDepth, Gelu,
+    HardSwish, HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal), with a free input size.
   - compact_x4.onnx / compact_x4.f16.onnx: the Compact x4 test net of tests/goldens
     (compact_x4_nf16_nc2.2.safetensors) written as ONNX by hand with onnx.helper (Conv, PRelu,
     DepthToSpace CRD, Resize nearest, Add), f32 and all-fp16; the test compares Lucent's run of
@@ -134,6 +136,44 @@ def ops_model():
     return m
 
 
+def ops2_model():
+    """The ops of a later opset (20): SpaceToDepth, Gelu, HardSwish (alone and after a conv),
+    HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal."""
+    rng = np.random.default_rng(20)
+    inits = []
+
+    def w(name, *shape):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name))
+        return name
+
+    def c(name, value):
+        inits.append(numpy_helper.from_array(np.array(value, dtype=np.float32), name))
+        return name
+
+    nodes = []
+
+    def n(op, ins, out, **attrs):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    a = n("SpaceToDepth", ["x"], "s2d", blocksize=2)
+    a = n("Conv", [a, w("w0", 8, 12, 1, 1), w("b0", 8)], "c0")
+    a = n("Gelu", [a], "gelu")
+    a = n("HardSwish", [a], "hswish")
+    a = n("Conv", [a, w("w1", 8, 8, 3, 3), w("b1", 8)], "c1", pads=[1, 1, 1, 1])
+    a = n("HardSwish", [a], "hswish_fused")
+    h = n("HardSigmoid", [a], "hsig", alpha=0.3, beta=0.4)
+    h = n("Sqrt", [h], "sqrt")
+    g = n("Neg", [a], "neg")
+    g = n("Max", [g, c("lo", -0.3)], "max")
+    g = n("Min", [g, h], "min")
+    r = n("Add", [g, c("two", 2.0)], "add2")
+    r = n("Reciprocal", [r], "y")
+    graph = helper.make_graph(nodes, "ops2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, None, None])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], producer_name="lucent-onnx-goldens")
+
+
 def fix_fp16(m):
     """Wrap the conv whose output is named c1_16 in Casts (f32 -> f16 -> f32), as fp16 exports do."""
     g = m.graph
@@ -204,6 +244,12 @@ def main():
     f32file("ops.in.f32", x)
     f32file("ops.out.f32", y)
     print("ops:", y.shape, float(np.abs(y).max()))
+    path = save(ops2_model(), "ops2.onnx")
+    x = np.random.default_rng(8).uniform(-2, 2, (1, 3, 16, 20)).astype(np.float32)
+    y = run(path, x)
+    f32file("ops2.in.f32", x)
+    f32file("ops2.out.f32", y)
+    print("ops2:", y.shape, float(np.abs(y).max()))
 
     xin = np.fromfile(os.path.join(GOLD, "compact_x4_nf16_nc2.real.in.f32"), dtype="<f4").reshape(1, 3, 16, 12)
     want = np.fromfile(os.path.join(GOLD, "compact_x4_nf16_nc2.real.f32.out.f32"), dtype="<f4").reshape(1, 3, 64, 48)

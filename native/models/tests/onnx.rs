@@ -71,6 +71,20 @@ fn every_mapped_op_matches_onnxruntime() {
 }
 
 #[test]
+fn the_ops_of_opset_20_match_onnxruntime() {
+    let m = load(&std::fs::read(dir().join("ops2.onnx")).unwrap(), "ops2.onnx", &Limits::default()).unwrap();
+    assert_eq!((m.info.in_channels, m.info.out_channels, m.info.size_multiple), (3, 8, 2));
+    let x = Tensor::from_vec(3, 16, 20, read_f32(dir().join("ops2.in.f32")));
+    let want = read_f32(dir().join("ops2.out.f32"));
+    for (name, got) in [("reference", run_ref(&m.net, &x).unwrap()), ("cpu", run_cpu(&m.net, &x).unwrap())] {
+        assert_eq!((got.c, got.h, got.w), (8, 8, 10), "{name}");
+        let err = max_abs(&got.data, &want);
+        eprintln!("ops2.onnx on the {name} executor: max abs error vs onnxruntime {err:.2e}");
+        assert!(err < 1e-4, "{name}: {err}");
+    }
+}
+
+#[test]
 fn an_sr_export_runs_as_its_pytorch_original() {
     let g = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens");
     let x = Tensor::from_vec(3, 16, 12, read_f32(g.join("compact_x4_nf16_nc2.real.in.f32")));
@@ -204,46 +218,49 @@ fn what_the_reader_refuses_it_names() {
     assert!(load(&[], "x.onnx", &Limits::default()).is_err());
 }
 
-/// Every truncation and many mutations of a real ONNX file: an error or a net, and the nets that
-/// load run (or fail with an error) on a small input. Never a panic.
+/// Every truncation and many mutations of two ONNX files (a static and a free input size): an
+/// error or a net, and the nets that load run (or fail with an error) on a small input. Never a panic.
 #[test]
 fn truncated_and_mutated_files_never_panic() {
-    let bytes = std::fs::read(dir().join("ops.onnx")).unwrap();
-    let x = ops_input();
-    let try_run = |b: &[u8]| {
-        if let Ok(m) = load(b, "f.onnx", &Limits::default()) {
-            // Only nets for this input size: a mutated static size is another model's business.
-            if m.info.params.get("input_size").is_none_or(|s| s == "23x17") {
-                let _ = run_ref(&m.net, &x);
-            }
-            true
-        } else {
-            false
-        }
-    };
-    let mut loaded = 0;
-    for len in (0..bytes.len()).step_by(7) {
-        loaded += try_run(&bytes[..len]) as usize;
-    }
+    let cases = [("ops.onnx", ops_input()), ("ops2.onnx", Tensor::from_vec(3, 16, 20, read_f32(dir().join("ops2.in.f32"))))];
     let mut s: u64 = 0x9e3779b97f4a7c15;
-    let mut next = || {
+    let mut next = move || {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
         s
     };
-    let mut mutated_loaded = 0;
-    for _ in 0..1500 {
-        let mut b = bytes.clone();
-        for _ in 0..1 + next() % 4 {
-            let i = (next() % b.len() as u64) as usize;
-            b[i] = match next() % 3 {
-                0 => b[i] ^ (1 << (next() % 8)),
-                1 => next() as u8,
-                _ => 0xff,
-            };
+    for (file, x) in cases {
+        let bytes = std::fs::read(dir().join(file)).unwrap();
+        let size = format!("{}x{}", x.w, x.h);
+        let try_run = |b: &[u8]| {
+            if let Ok(m) = load(b, "f.onnx", &Limits::default()) {
+                // Only nets for this input size: a mutated static size is another model's business.
+                if m.info.params.get("input_size").is_none_or(|s| *s == size) {
+                    let _ = run_ref(&m.net, &x);
+                }
+                true
+            } else {
+                false
+            }
+        };
+        let mut loaded = 0;
+        for len in (0..bytes.len()).step_by(7) {
+            loaded += try_run(&bytes[..len]) as usize;
         }
-        mutated_loaded += try_run(&b) as usize;
+        let mut mutated_loaded = 0;
+        for _ in 0..1000 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + next() % 4 {
+                let i = (next() % b.len() as u64) as usize;
+                b[i] = match next() % 3 {
+                    0 => b[i] ^ (1 << (next() % 8)),
+                    1 => next() as u8,
+                    _ => 0xff,
+                };
+            }
+            mutated_loaded += try_run(&b) as usize;
+        }
+        eprintln!("fuzz {file}: {loaded} truncations and {mutated_loaded} of 1000 mutations still loaded; none panicked");
     }
-    eprintln!("fuzz: {loaded} truncations and {mutated_loaded} of 1500 mutations still loaded; none panicked");
 }

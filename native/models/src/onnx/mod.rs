@@ -64,6 +64,8 @@ pub(crate) struct Builder {
     pub budget: Budget,
     /// [`MAX_BLOB_RATIO`] times the input's values.
     pub max_blob: usize,
+    /// What the input's sides must be a multiple of (SpaceToDepth's block).
+    pub size_multiple: usize,
 }
 
 impl Builder {
@@ -106,7 +108,7 @@ pub fn load(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<(Net, Mode
     if !(7..=22).contains(&opset) {
         bail!(Code::ModelInvalid, "{file_name}: ONNX opset {opset} is not supported (7 to 22 are)");
     }
-    let mut b = Builder { layers: Vec::new(), blobs: Vec::new(), values: HashMap::new(), uses: HashMap::new(), dynamic: false, opset, budget: Budget::new(*limits), max_blob: 0 };
+    let mut b = Builder { layers: Vec::new(), blobs: Vec::new(), values: HashMap::new(), uses: HashMap::new(), dynamic: false, opset, budget: Budget::new(*limits), max_blob: 0, size_multiple: 1 };
     if graph.node.len() > limits.max_tensors {
         bail!(Code::ModelInvalid, "{file_name}: {} nodes, over the limit of {}", graph.node.len(), limits.max_tensors);
     }
@@ -176,7 +178,7 @@ pub fn load(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<(Net, Mode
         params,
         tags: vec!["onnx".to_string()],
         warnings,
-        size_multiple: 1,
+        size_multiple: b.size_multiple,
     };
     Ok((net, info))
 }

@@ -7,7 +7,9 @@
 //! with a per-channel constant), Pow by a scalar, Concat (channels, height or width), MaxPool and
 //! AveragePool (ceil_mode, pads), GlobalAveragePool / GlobalMaxPool, Resize / Upsample (nearest:
 //! asymmetric + floor at any scale, or any rounding at whole scales; linear: half_pixel,
-//! pytorch_half_pixel, align_corners; cubic with A = -0.75 likewise), DepthToSpace (DCR and CRD), Pad (constant, folded into the
+//! pytorch_half_pixel, align_corners; cubic with A = -0.75 likewise), DepthToSpace (DCR and CRD),
+//! SpaceToDepth (a one-hot strided convolution), Gelu (exact), HardSigmoid, HardSwish, Sqrt, Neg,
+//! Reciprocal, Max / Min (with a scalar or of two images), Pad (constant, folded into the
 //! convolution that reads it), Slice (steps of 1; channels always, height and width on a static
 //! input), Identity, Dropout, and Cast to a float type.
 //! Constant ops folded: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add,
@@ -246,6 +248,50 @@ pub(crate) fn map_node(b: &mut Builder, n: &NodeProto) -> Result<()> {
             emit(b, n, "PixelShuffle", Op::PixelShuffle { factor: r, mode }, &[x], [shape[0] / (r * r), shape[1] * r, shape[2] * r])
         }
         "Pad" => pad(b, n),
+        "SpaceToDepth" => space_to_depth(b, n),
+        "Gelu" => {
+            if attr_s(n, "approximate", "none") != "none" {
+                bail!(Code::ModelInvalid, "Gelu with the tanh approximation is not supported");
+            }
+            let (x, shape, _) = need_blob(b, n, 0)?;
+            emit(b, n, "GELU", Op::Gelu, &[x], shape)
+        }
+        "HardSigmoid" | "HardSwish" => {
+            let (a, c) = if op == "HardSwish" { (1.0 / 6.0, 0.5) } else { (attr_f(n, "alpha", 0.2), attr_f(n, "beta", 0.5)) };
+            if op == "HardSwish" && fusable_conv(b, n).is_some() {
+                return activation(b, n, Activation::HardSwish(a, c), Op::Noop, "Noop");
+            }
+            let (x, shape, _) = need_blob(b, n, 0)?;
+            let name = node_name(n);
+            let t = b.add(&format!("{name}.mul"), "BinaryOp", Op::BinaryOp { op: BinaryOpKind::Mul, scalar: Some(a) }, &[x]);
+            let t = b.add(&format!("{name}.add"), "BinaryOp", Op::BinaryOp { op: BinaryOpKind::Add, scalar: Some(c) }, &[t]);
+            if op == "HardSigmoid" {
+                return emit(b, n, "Clip", Op::Clip { min: 0.0, max: 1.0 }, &[t], shape);
+            }
+            let t = b.add(&format!("{name}.clip"), "Clip", Op::Clip { min: 0.0, max: 1.0 }, &[t]);
+            emit(b, n, "Eltwise", Op::Eltwise { op: EltwiseKind::Prod, coeffs: vec![] }, &[x, t], shape)
+        }
+        "Sqrt" | "Neg" | "Reciprocal" => {
+            let (x, shape, _) = need_blob(b, n, 0)?;
+            let (kind, v) = match op {
+                "Sqrt" => (BinaryOpKind::Pow, 0.5),
+                "Neg" => (BinaryOpKind::Mul, -1.0),
+                _ => (BinaryOpKind::RDiv, 1.0),
+            };
+            emit(b, n, "BinaryOp", Op::BinaryOp { op: kind, scalar: Some(v) }, &[x], shape)
+        }
+        "Max" | "Min" if n.input.len() == 2 => {
+            let kind = if op == "Max" { BinaryOpKind::Max } else { BinaryOpKind::Min };
+            match (need(b, n, 0)?.clone(), need(b, n, 1)?.clone()) {
+                (Value::Blob { b: x, shape, .. }, Value::Const(k)) | (Value::Const(k), Value::Blob { b: x, shape, .. }) if k.numel() == 1 => {
+                    emit(b, n, "BinaryOp", Op::BinaryOp { op: kind, scalar: Some(k.data[0] as f32) }, &[x], shape)
+                }
+                (Value::Blob { b: x, shape: s0, .. }, Value::Blob { b: y, shape: s1, .. }) if s0 == s1 => {
+                    emit(b, n, "BinaryOp", Op::BinaryOp { op: kind, scalar: None }, &[x, y], s0)
+                }
+                _ => bail!(Code::ModelInvalid, "{op} of these operands is not supported (a scalar constant or two images of one shape)"),
+            }
+        }
         "Slice" => slice(b, n),
         _ => bail!(Code::ModelInvalid, "op '{op}' is not supported"),
     }
@@ -772,4 +818,56 @@ fn slice(b: &mut Builder, n: &NodeProto) -> Result<()> {
         return set(b, n, Value::Blob { b: x, shape, layer: None });
     }
     emit(b, n, "Crop", Op::Crop(crop), &[x], out)
+}
+
+/// SpaceToDepth (DCR: output channel `(dy·r + dx)·C + c` holds input pixel (r·y + dy, r·x + dx)
+/// of channel c) as a stride-r convolution with one-hot weights (exact). Input sides must be
+/// multiples of r (the description's `size_multiple`).
+fn space_to_depth(b: &mut Builder, n: &NodeProto) -> Result<()> {
+    let (x, shape, _) = need_blob(b, n, 0)?;
+    let r = attr_i(n, "blocksize", 0);
+    let c = shape[0];
+    if !(2..=8).contains(&r) || c * (r * r) as usize > 4096 {
+        bail!(Code::ModelInvalid, "SpaceToDepth by {r} of {c} channels");
+    }
+    let r = r as usize;
+    if shape[1] % r != 0 || shape[2] % r != 0 {
+        bail!(Code::ModelInvalid, "SpaceToDepth by {r} of a {}x{} input", shape[2], shape[1]);
+    }
+    let o = c * r * r;
+    let mut w = vec![0f32; o * c * r * r];
+    for ci in 0..c {
+        for dy in 0..r {
+            for dx in 0..r {
+                let oc = (dy * r + dx) * c + ci;
+                w[((oc * c + ci) * r + dy) * r + dx] = 1.0;
+            }
+        }
+    }
+    b.size_multiple = b.size_multiple.max(1) * r / gcd(b.size_multiple.max(1), r);
+    let conv = Conv {
+        num_output: o,
+        num_input: c,
+        group: 1,
+        kernel_w: r,
+        kernel_h: r,
+        dilation_w: 1,
+        dilation_h: 1,
+        stride_w: r,
+        stride_h: r,
+        pad: Padding::Explicit { left: 0, right: 0, top: 0, bottom: 0 },
+        pad_value: 0.0,
+        output_pad_right: 0,
+        output_pad_bottom: 0,
+        output_w: 0,
+        output_h: 0,
+        weight: w,
+        bias: None,
+        activation: Activation::None,
+    };
+    emit(b, n, "Convolution", Op::Conv(conv), &[x], [o, shape[1] / r, shape[2] / r])
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
