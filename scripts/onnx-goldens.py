@@ -14,6 +14,8 @@ Writes, under native/models/tests/onnx/:
     Conv, Slice of channels, Concat, fp16 initializers), its input and onnxruntime's output.
   - ops2.onnx + ops2.in.f32 + ops2.out.f32: the same for the ops of opset 20 (SpaceToDepth, Gelu,
     HardSwish, HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal), with a free input size.
+  - dyn_resize.onnx + .in.f32 + .out.f32: a free-size input resized by sizes computed from its
+    Shape (x2), run at 13x9; fixed_resize.onnx: the same resized to a constant 40x40 (refused).
   - compact_x4.onnx / compact_x4.f16.onnx: the Compact x4 test net of tests/goldens
     (compact_x4_nf16_nc2.2.safetensors) written as ONNX by hand with onnx.helper (Conv, PRelu,
     DepthToSpace CRD, Resize nearest, Add), f32 and all-fp16; the test compares Lucent's run of
@@ -174,6 +176,32 @@ def ops2_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], producer_name="lucent-onnx-goldens")
 
 
+def dyn_resize_model(fixed):
+    """A free-size input resized by sizes computed from its Shape (x2, as older PyTorch exports
+    write F.interpolate(scale_factor=2)), or (fixed) to a constant 40x40 that no scale can express."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([2.0], dtype=np.float32), "two"),
+             numpy_helper.from_array(np.array([1, 3], dtype=np.int64), "nc"),
+             numpy_helper.from_array(np.array([1, 3, 40, 40], dtype=np.int64), "fixed"),
+             numpy_helper.from_array(np.array([2], dtype=np.int64), "s"),
+             numpy_helper.from_array(np.array([4], dtype=np.int64), "e")]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shp"]),
+        helper.make_node("Slice", ["shp", "s", "e"], ["hw"]),
+        helper.make_node("Cast", ["hw"], ["hwf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["hwf", "two"], ["hw2f"]),
+        helper.make_node("Floor", ["hw2f"], ["hw2fl"]),
+        helper.make_node("Cast", ["hw2fl"], ["hw2"], to=TensorProto.INT64),
+        helper.make_node("Concat", ["nc", "hw2"], ["sizes"], axis=0),
+        helper.make_node("Resize", ["x", "", "", "fixed" if fixed else "sizes"], ["up"], mode="linear", coordinate_transformation_mode="half_pixel"),
+        helper.make_node("Conv", ["up", "w"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, None, None])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="lucent-onnx-goldens")
+
+
 def fix_fp16(m):
     """Wrap the conv whose output is named c1_16 in Casts (f32 -> f16 -> f32), as fp16 exports do."""
     g = m.graph
@@ -250,6 +278,14 @@ def main():
     f32file("ops2.in.f32", x)
     f32file("ops2.out.f32", y)
     print("ops2:", y.shape, float(np.abs(y).max()))
+
+    path = save(dyn_resize_model(False), "dyn_resize.onnx")
+    x = np.random.default_rng(9).uniform(0, 1, (1, 3, 13, 9)).astype(np.float32)
+    y = run(path, x)
+    f32file("dyn_resize.in.f32", x)
+    f32file("dyn_resize.out.f32", y)
+    print("dyn_resize:", y.shape)
+    save(dyn_resize_model(True), "fixed_resize.onnx")
 
     xin = np.fromfile(os.path.join(GOLD, "compact_x4_nf16_nc2.real.in.f32"), dtype="<f4").reshape(1, 3, 16, 12)
     want = np.fromfile(os.path.join(GOLD, "compact_x4_nf16_nc2.real.f32.out.f32"), dtype="<f4").reshape(1, 3, 64, 48)

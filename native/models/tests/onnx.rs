@@ -85,6 +85,23 @@ fn the_ops_of_opset_20_match_onnxruntime() {
 }
 
 #[test]
+fn sizes_computed_from_a_free_input_size_become_a_scale() {
+    // Shape -> Slice -> Mul 2 -> Concat -> Resize: mapped at two sizes, the same net, scale 2.
+    let m = load(&std::fs::read(dir().join("dyn_resize.onnx")).unwrap(), "d.onnx", &Limits::default()).unwrap();
+    assert_eq!(m.info.scale, 2);
+    assert!(!m.info.params.contains_key("input_size"));
+    let x = Tensor::from_vec(3, 13, 9, read_f32(dir().join("dyn_resize.in.f32")));
+    let got = run_cpu(&m.net, &x).unwrap();
+    assert_eq!((got.c, got.h, got.w), (4, 26, 18));
+    let err = max_abs(&got.data, &read_f32(dir().join("dyn_resize.out.f32")));
+    eprintln!("dyn_resize.onnx at 13x9 (mapped at 64 and 80): max abs error vs onnxruntime {err:.2e}");
+    assert!(err < 1e-5, "{err}");
+    // A constant size on a free input is no scale: refused, not run at the wrong size.
+    let e = load(&std::fs::read(dir().join("fixed_resize.onnx")).unwrap(), "f.onnx", &Limits::default()).err().unwrap();
+    assert!(e.message.contains("not a fixed scale"), "{}", e.message);
+}
+
+#[test]
 fn an_sr_export_runs_as_its_pytorch_original() {
     let g = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens");
     let x = Tensor::from_vec(3, 16, 12, read_f32(g.join("compact_x4_nf16_nc2.real.in.f32")));

@@ -33,6 +33,10 @@ pub const MAX_BLOB_RATIO: usize = 1 << 13;
 /// Height and width given to free (symbolic) input dimensions while shapes are worked out.
 pub const NOMINAL_SIDE: usize = 64;
 
+/// The second size a graph with shape arithmetic on a free input is mapped at (odd after four
+/// halvings, where 64 is not, so a size that only doubles back by luck is caught).
+pub const SECOND_NOMINAL_SIDE: usize = 80;
+
 /// Whether `bytes` should be read as ONNX: by the file name, or (for unnamed uploads) by the
 /// first byte being the tag of `ModelProto.ir_version` (field 1, varint), which no PyTorch zip,
 /// legacy pickle or safetensors header starts with.
@@ -66,6 +70,8 @@ pub(crate) struct Builder {
     pub max_blob: usize,
     /// What the input's sides must be a multiple of (SpaceToDepth's block).
     pub size_multiple: usize,
+    /// A `Shape` of a runtime blob was folded while the input size is free.
+    pub shape_used: bool,
 }
 
 impl Builder {
@@ -108,7 +114,57 @@ pub fn load(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<(Net, Mode
     if !(7..=22).contains(&opset) {
         bail!(Code::ModelInvalid, "{file_name}: ONNX opset {opset} is not supported (7 to 22 are)");
     }
-    let mut b = Builder { layers: Vec::new(), blobs: Vec::new(), values: HashMap::new(), uses: HashMap::new(), dynamic: false, opset, budget: Budget::new(*limits), max_blob: 0, size_multiple: 1 };
+    let m = map_graph(graph, opset, limits, file_name, NOMINAL_SIDE)?;
+    let (net, shape, out_shape) = (m.net, m.in_shape, m.out_shape);
+    if m.dynamic && m.shape_used {
+        // Shape arithmetic on a free size (sizes of a Resize computed from Shape): map again at
+        // another size; every layer but the weights must come out the same (the Resize scales
+        // included), else the graph depends on the size in a way a fixed net cannot follow.
+        let again = map_graph(graph, opset, limits, file_name, SECOND_NOMINAL_SIDE)?;
+        let differs = net.layers.len() != again.net.layers.len() || net.layers.iter().zip(&again.net.layers).any(|(a, b)| signature(a) != signature(b));
+        if differs {
+            bail!(Code::ModelInvalid, "{file_name}: the graph computes sizes from its input's free height and width in a way that is not a fixed scale: export it with a fixed input size");
+        }
+    }
+    let (counts, dynamic, size_multiple) = (m.counts, m.dynamic, m.size_multiple);
+    let mut params = BTreeMap::new();
+    params.insert("opset".to_string(), opset.to_string());
+    params.insert("nodes".to_string(), counts.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(","));
+    if let Some(p) = model.producer_name.as_ref().filter(|p| !p.is_empty()) {
+        params.insert("producer".to_string(), format!("{p} {}", model.producer_version.as_deref().unwrap_or("")).trim().to_string());
+    }
+    let mut warnings = Vec::new();
+    if !dynamic {
+        params.insert("input_size".to_string(), format!("{}x{}", shape[2], shape[1]));
+        warnings.push(format!("the network takes {}x{} inputs only (its ONNX input is static)", shape[2], shape[1]));
+    }
+    let scale = if out_shape[1] % shape[1] == 0 && out_shape[1] / shape[1] == out_shape[2] / shape[2].max(1) && out_shape[2] % shape[2] == 0 { out_shape[1] / shape[1] } else { 1 };
+    let info = ModelInfo {
+        architecture: "ONNX",
+        scale: scale.max(1),
+        in_channels: shape[0],
+        out_channels: out_shape[0],
+        params,
+        tags: vec!["onnx".to_string()],
+        warnings,
+        size_multiple,
+    };
+    Ok((net, info))
+}
+
+/// The graph mapped at one size of a free input: the net and what shape inference found.
+struct Mapped {
+    net: Net,
+    in_shape: [usize; 3],
+    out_shape: [usize; 3],
+    counts: BTreeMap<String, usize>,
+    dynamic: bool,
+    shape_used: bool,
+    size_multiple: usize,
+}
+
+fn map_graph(graph: &proto::GraphProto, opset: i64, limits: &Limits, file_name: &str, nominal: usize) -> Result<Mapped> {
+    let mut b = Builder { layers: Vec::new(), blobs: Vec::new(), values: HashMap::new(), uses: HashMap::new(), dynamic: false, opset, budget: Budget::new(*limits), max_blob: 0, size_multiple: 1, shape_used: false };
     if graph.node.len() > limits.max_tensors {
         bail!(Code::ModelInvalid, "{file_name}: {} nodes, over the limit of {}", graph.node.len(), limits.max_tensors);
     }
@@ -127,7 +183,7 @@ pub fn load(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<(Net, Mode
     };
     let in_shape = input_shape(input)?;
     b.dynamic = in_shape[1] == 0 || in_shape[2] == 0;
-    let shape = [in_shape[0], if in_shape[1] == 0 { NOMINAL_SIDE } else { in_shape[1] }, if in_shape[2] == 0 { NOMINAL_SIDE } else { in_shape[2] }];
+    let shape = [in_shape[0], if in_shape[1] == 0 { nominal } else { in_shape[1] }, if in_shape[2] == 0 { nominal } else { in_shape[2] }];
     b.max_blob = shape.iter().product::<usize>() * MAX_BLOB_RATIO;
     b.blobs.push("in0".to_string());
     b.layers.push(Layer { name: "in0".to_string(), kind: "Input".to_string(), op: Op::Input { w: 0, h: 0, c: 0 }, bottoms: vec![], tops: vec![0] });
@@ -158,29 +214,18 @@ pub fn load(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<(Net, Mode
         None => bail!(Code::ModelInvalid, "{file_name}: no node computes the output '{out_name}'"),
     };
     let net = finish(b.layers, b.blobs, out_blob);
-    let mut params = BTreeMap::new();
-    params.insert("opset".to_string(), opset.to_string());
-    params.insert("nodes".to_string(), counts.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(","));
-    if let Some(p) = model.producer_name.as_ref().filter(|p| !p.is_empty()) {
-        params.insert("producer".to_string(), format!("{p} {}", model.producer_version.as_deref().unwrap_or("")).trim().to_string());
+    Ok(Mapped { net, in_shape: shape, out_shape, counts, dynamic: b.dynamic, shape_used: b.shape_used, size_multiple: b.size_multiple })
+}
+
+/// A layer's description without its weights (what may depend on the input size).
+fn signature(l: &Layer) -> String {
+    match &l.op {
+        Op::Conv(c) | Op::Deconv(c) => format!(
+            "{} {} {} {} {}x{} d{}x{} s{}x{} {:?} {} op{}x{} o{}x{} {:?}",
+            l.kind, c.num_output, c.num_input, c.group, c.kernel_w, c.kernel_h, c.dilation_w, c.dilation_h, c.stride_w, c.stride_h, c.pad, c.pad_value, c.output_pad_right, c.output_pad_bottom, c.output_w, c.output_h, c.activation
+        ),
+        op => format!("{} {op:?} {:?}", l.kind, l.bottoms),
     }
-    let mut warnings = Vec::new();
-    if !b.dynamic {
-        params.insert("input_size".to_string(), format!("{}x{}", shape[2], shape[1]));
-        warnings.push(format!("the network takes {}x{} inputs only (its ONNX input is static)", shape[2], shape[1]));
-    }
-    let scale = if out_shape[1] % shape[1] == 0 && out_shape[1] / shape[1] == out_shape[2] / shape[2].max(1) && out_shape[2] % shape[2] == 0 { out_shape[1] / shape[1] } else { 1 };
-    let info = ModelInfo {
-        architecture: "ONNX",
-        scale: scale.max(1),
-        in_channels: shape[0],
-        out_channels: out_shape[0],
-        params,
-        tags: vec!["onnx".to_string()],
-        warnings,
-        size_multiple: b.size_multiple,
-    };
-    Ok((net, info))
 }
 
 /// (c, h, w) of the graph input, 0 for a free height or width; the batch must be 1 or free.

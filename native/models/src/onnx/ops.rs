@@ -127,12 +127,12 @@ pub(crate) fn map_node(b: &mut Builder, n: &NodeProto) -> Result<()> {
             return set(b, n, Value::Const(c));
         }
         "Shape" => {
-            let v = need(b, n, 0)?;
+            let v = need(b, n, 0)?.clone();
             let dims: Vec<f64> = match v {
                 Value::Blob { shape, .. } | Value::Padded { shape, .. } => {
-                    if b.dynamic {
-                        bail!(Code::ModelInvalid, "Shape of an image whose size is free in the model: export it with a fixed input size, or without shape arithmetic");
-                    }
+                    // On a free size the numbers are the nominal size's: the graph is mapped
+                    // again at another size and must come out the same (see `load`).
+                    b.shape_used |= b.dynamic;
                     let mut d = vec![1.0];
                     d.extend(shape.iter().map(|&s| s as f64));
                     d
@@ -698,9 +698,8 @@ fn resize(b: &mut Builder, n: &NodeProto, op: &str) -> Result<()> {
         if v.len() != 4 || v[0] != 1 || v[1] != shape[0] as i64 || v[2] < 1 || v[3] < 1 || v[2] > 1 << 16 || v[3] > 1 << 16 {
             bail!(Code::ModelInvalid, "Resize sizes {v:?} for an input of {shape:?}");
         }
-        if b.dynamic {
-            bail!(Code::ModelInvalid, "Resize to fixed sizes on an input whose size is free");
-        }
+        // On a free size: a scale (out / in at the nominal size), checked at a second size by `load`.
+        b.shape_used |= b.dynamic;
         ([v[2] as usize, v[3] as usize], [v[2] as f64 / shape[1] as f64, v[3] as f64 / shape[2] as f64])
     } else if let Some(s) = scales {
         let v = s.data;
