@@ -125,3 +125,42 @@ fn refined_alpha_is_nearer_the_truth_than_the_coarse_mask() {
         assert!(m2 < m0, "f = {f}, subsampled: MAE {m2:.5} vs coarse {m0:.5}");
     }
 }
+
+/// Speed on a 12 MP photo (not a check: `cargo test --release -p lucent-engine --test
+/// segment_refine -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn speed_12_mp() {
+    let (w, h) = (4000, 3000);
+    let img: Vec<u8> = (0..w * h * 3).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let a: Vec<f32> = (0..w * h).map(|i| ((i % w) as f32 / w as f32 - 0.5) * 4.0 + 0.5).map(|v| v.clamp(0.0, 1.0)).collect();
+    let prm = GuidedParams::for_mask(w, h);
+    let t = std::time::Instant::now();
+    let q = guided_filter(Guide::Rgb8(&img), &a, w, h, prm).unwrap();
+    eprintln!("{w}x{h}, {prm:?}: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+    assert_eq!(q.len(), w * h);
+}
+
+/// The engine's filter against scripts/seg-edges-eval.py's SHIPPED column on real photos: the
+/// script's `--dump DIR` in $SEG_XCHECK (NAME.rgb8, NAME.coarse and NAME.py as raw
+/// little-endian, NAME.json {w, h}); run with `--ignored` (the photos are not in the repository).
+#[test]
+#[ignore]
+fn equals_the_measuring_script() {
+    let Some(dir) = std::env::var_os("SEG_XCHECK").map(PathBuf::from) else { return };
+    let f32s = |p: PathBuf| std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<f32>>();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("json") {
+            continue;
+        }
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        let (w, h) = (j["w"].as_u64().unwrap() as usize, j["h"].as_u64().unwrap() as usize);
+        let rgb = std::fs::read(p.with_extension("rgb8")).unwrap();
+        let (coarse, want) = (f32s(p.with_extension("coarse")), f32s(p.with_extension("py")));
+        let got = guided_filter(Guide::Rgb8(&rgb), &coarse, w, h, GuidedParams::for_mask(w, h)).unwrap();
+        let d = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        eprintln!("{}: {w}x{h}, max abs diff {d:e}", p.display());
+        assert!(d <= 1e-4);
+    }
+}
