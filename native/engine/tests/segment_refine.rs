@@ -132,7 +132,7 @@ fn refined_alpha_is_nearer_the_truth_than_the_coarse_mask() {
 #[ignore]
 fn speed_12_mp() {
     let (w, h) = (4000, 3000);
-    let img: Vec<u8> = (0..w * h * 3).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let img: Vec<u8> = (0..w * h * 3).map(|i: usize| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let a: Vec<f32> = (0..w * h).map(|i| ((i % w) as f32 / w as f32 - 0.5) * 4.0 + 0.5).map(|v| v.clamp(0.0, 1.0)).collect();
     let prm = GuidedParams::for_mask(w, h);
     let t = std::time::Instant::now();
