@@ -13,7 +13,8 @@ Writes, under native/models/tests/onnx/:
     bilinear (half_pixel, align_corners) / bicubic from scales and from a Shape->Gather->Concat chain, DepthToSpace, Pad before a
     Conv, Slice of channels, Concat, fp16 initializers), its input and onnxruntime's output.
   - ops2.onnx + ops2.in.f32 + ops2.out.f32: the same for the ops of opset 20 (SpaceToDepth, Gelu,
-    HardSwish, HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal), with a free input size.
+    HardSwish, HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal, a Pad of 0.25 as the output), with a
+    free input size.
   - dyn_resize.onnx + .in.f32 + .out.f32: a free-size input resized by sizes computed from its
     Shape (x2), run at 13x9; fixed_resize.onnx: the same resized to a constant 40x40 (refused).
   - compact_x4.onnx / compact_x4.f16.onnx: the Compact x4 test net of tests/goldens
@@ -140,7 +141,7 @@ def ops_model():
 
 def ops2_model():
     """The ops of a later opset (20): SpaceToDepth, Gelu, HardSwish (alone and after a conv),
-    HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal."""
+    HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal, and a constant Pad no convolution reads."""
     rng = np.random.default_rng(20)
     inits = []
 
@@ -170,7 +171,9 @@ def ops2_model():
     g = n("Max", [g, c("lo", -0.3)], "max")
     g = n("Min", [g, h], "min")
     r = n("Add", [g, c("two", 2.0)], "add2")
-    r = n("Reciprocal", [r], "y")
+    r = n("Reciprocal", [r], "recip")
+    inits.append(numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 0, 0, 2], dtype=np.int64), "pads"))
+    r = n("Pad", [r, "pads", c("pv", 0.25)], "y")
     graph = helper.make_graph(nodes, "ops2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, None, None])], initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], producer_name="lucent-onnx-goldens")

@@ -8,8 +8,9 @@
 //! when the graph input is static, as U²-Net's `[1,3,320,320]`; computed at a nominal 64x64 when
 //! the input's height and width are free, as SR exports have them) or a constant (initializers,
 //! `Constant` nodes, and whatever folds from them: the `Shape -> Gather -> Concat` chains
-//! exporters put in front of `Resize`). Shape arithmetic on a free size is refused: the net would
-//! only be right at the nominal size. BatchNormalization after a convolution is folded into it,
+//! exporters put in front of `Resize`). Shape arithmetic on a free size is mapped at two sizes and
+//! must give the same net (a Resize then keeps a fixed scale); otherwise it is refused, as the net
+//! would only be right at the nominal size. BatchNormalization after a convolution is folded into it,
 //! activations after a convolution are fused into it, and a constant `Pad` in front of a
 //! convolution becomes its padding. The ops taken are listed in [`ops`]; any other is refused by
 //! its name. Only the first graph output is built (U²-Net's fused map; SR nets have one).
@@ -72,6 +73,8 @@ pub(crate) struct Builder {
     pub size_multiple: usize,
     /// A `Shape` of a runtime blob was folded while the input size is free.
     pub shape_used: bool,
+    /// The op types that read each value.
+    pub readers: HashMap<String, Vec<String>>,
 }
 
 impl Builder {
@@ -164,7 +167,7 @@ struct Mapped {
 }
 
 fn map_graph(graph: &proto::GraphProto, opset: i64, limits: &Limits, file_name: &str, nominal: usize) -> Result<Mapped> {
-    let mut b = Builder { layers: Vec::new(), blobs: Vec::new(), values: HashMap::new(), uses: HashMap::new(), dynamic: false, opset, budget: Budget::new(*limits), max_blob: 0, size_multiple: 1, shape_used: false };
+    let mut b = Builder { layers: Vec::new(), blobs: Vec::new(), values: HashMap::new(), uses: HashMap::new(), dynamic: false, opset, budget: Budget::new(*limits), max_blob: 0, size_multiple: 1, shape_used: false, readers: HashMap::new() };
     if graph.node.len() > limits.max_tensors {
         bail!(Code::ModelInvalid, "{file_name}: {} nodes, over the limit of {}", graph.node.len(), limits.max_tensors);
     }
@@ -191,6 +194,7 @@ fn map_graph(graph: &proto::GraphProto, opset: i64, limits: &Limits, file_name: 
     for n in &graph.node {
         for i in n.input.iter().filter(|i| !i.is_empty()) {
             *b.uses.entry(i.clone()).or_default() += 1;
+            b.readers.entry(i.clone()).or_default().push(n.op_type.clone().unwrap_or_default());
         }
     }
     let Some(out_name) = graph.output.first().and_then(|o| o.name.clone()) else {

@@ -9,8 +9,8 @@
 //! asymmetric + floor at any scale, or any rounding at whole scales; linear: half_pixel,
 //! pytorch_half_pixel, align_corners; cubic with A = -0.75 likewise), DepthToSpace (DCR and CRD),
 //! SpaceToDepth (a one-hot strided convolution), Gelu (exact), HardSigmoid, HardSwish, Sqrt, Neg,
-//! Reciprocal, Max / Min (with a scalar or of two images), Pad (constant, folded into the
-//! convolution that reads it), Slice (steps of 1; channels always, height and width on a static
+//! Reciprocal, Max / Min (with a scalar or of two images), Pad (constant: folded into the
+//! convolutions that read it, else a depthwise 1x1 convolution that pads), Slice (steps of 1; channels always, height and width on a static
 //! input), Identity, Dropout, and Cast to a float type.
 //! Constant ops folded: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add,
 //! Sub, Mul, Div, Floor, Ceil, Neg, Sqrt, ConstantOfShape.
@@ -776,6 +776,35 @@ fn pad(b: &mut Builder, n: &NodeProto) -> Result<()> {
     let pads = [t as usize, l as usize, bo as usize, r as usize];
     if pads == [0; 4] {
         return set(b, n, Value::Blob { b: x, shape, layer: None });
+    }
+    let out = n.output.first().cloned().unwrap_or_default();
+    let only_convs = b.readers.get(&out).is_some_and(|r| r.iter().all(|k| k == "Conv")) && b.uses(&out) == b.readers.get(&out).map_or(0, |r| r.len());
+    if !only_convs {
+        // Read by something else (or a graph output): the padding itself, as a depthwise 1x1
+        // convolution of weight 1 whose border is the pad value (exact).
+        let c = shape[0];
+        let conv = Conv {
+            num_output: c,
+            num_input: c,
+            group: c,
+            kernel_w: 1,
+            kernel_h: 1,
+            dilation_w: 1,
+            dilation_h: 1,
+            stride_w: 1,
+            stride_h: 1,
+            pad: Padding::Explicit { left: pads[1], right: pads[3], top: pads[0], bottom: pads[2] },
+            pad_value: value,
+            output_pad_right: 0,
+            output_pad_bottom: 0,
+            output_w: 0,
+            output_h: 0,
+            weight: vec![1.0; c],
+            bias: None,
+            activation: Activation::None,
+        };
+        let kind = if c > 1 { "ConvolutionDepthWise" } else { "Convolution" };
+        return emit(b, n, kind, Op::Conv(conv), &[x], [c, shape[1] + pads[0] + pads[2], shape[2] + pads[1] + pads[3]]);
     }
     set(b, n, Value::Padded { b: x, shape: [shape[0], shape[1] + pads[0] + pads[2], shape[2] + pads[1] + pads[3]], pads, value })
 }
