@@ -139,7 +139,10 @@ KEY=$(pm run --rm "${RO[@]}" "${ENVS[@]}" "$IMAGE" keys create --coins 100000 --
 
 # ---- 6. worker + gateway ------------------------------------------------------------------------------------------
 start_worker() {
+  # CT_WORKER_DRAIN_MS: the worker's LUCENT_DRAIN_GRACE_MS (default: the setting's, 10 min, so the clip finishes in the
+  # drain); a short one cuts the running job at the deadline, which must go back to the queue without using an attempt
   pm run -d --name "lucent-$RUN_ID-wk" "${RO[@]}" "${ENVS[@]}" -e PORT="$WK_PORT" -e LUCENT_METRICS_PORT="$WK_METRICS" -e LUCENT_WORKERS=1 \
+    ${CT_WORKER_DRAIN_MS:+-e LUCENT_DRAIN_GRACE_MS=$CT_WORKER_DRAIN_MS} \
     -v "lucent-$RUN_ID-data-wk":/data -v lucent-ct-models:/models:ro --stop-timeout "${CT_STOP_TIMEOUT:-600}" \
     "$IMAGE" serve --role worker >/dev/null
 }
@@ -227,7 +230,8 @@ sleep "${CT_RESTART_AFTER:-5}"
 [ "$(field "$(status "$V_JOB")" status)" = CONVERTING ] || fail "video job ended before the restart (use a longer video: CT_VIDEO)"
 r=$(date +%s)
 pm stop -t "${CT_STOP_TIMEOUT:-600}" "lucent-$RUN_ID-wk" >/dev/null
-echo "   worker stopped (SIGTERM) in $(( $(date +%s) - r ))s; job then: $(field "$(status "$V_JOB")" status)" >&2
+at_stop=$(field "$(status "$V_JOB")" status)
+echo "   worker stopped (SIGTERM) in $(( $(date +%s) - r ))s; job then: $at_stop" >&2
 took worker-stop "$r"
 pm logs --tail 15 "lucent-$RUN_ID-wk" > "$WORK/worker-1.log" 2>&1 || true
 pm rm "lucent-$RUN_ID-wk" >/dev/null
@@ -240,7 +244,8 @@ V_ST=$(wait_done "$V_JOB" "${CT_VIDEO_TIMEOUT:-1800}")
 curl -fsS -o "$WORK/video-out.mp4" "$(field "$V_ST" res_url)"
 frames=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$WORK/video-out.mp4")
 att=$(psql "$LUCENT_DATABASE_URL" -Atc "SELECT attempts FROM jobs WHERE id = '$V_JOB'" 2>/dev/null || echo '?')
-echo "   video job $V_JOB COMPLETED after the restart: $frames frames, attempts $att" >&2
+when=$([ "$at_stop" = COMPLETED ] && echo "within the stopped worker's drain" || echo "by the fresh worker, after the restart")
+echo "   video job $V_JOB COMPLETED $when: $frames frames, attempts $att" >&2
 TIMES+=("video-job-attempts: $att")
 [ "${frames:-0}" -gt 0 ] || fail "video result has no frames"
 took video-job "$s"

@@ -168,8 +168,9 @@ if [ "$ready" != 1 ]; then
   fail "gateway not ready"
 fi
 echo "   gateway ready after $(( $(date +%s) - s ))s (worker seen: $(curl -fsS "http://127.0.0.1:$WK_PORT/healthz" >/dev/null && echo yes))" >&2
-nmodels=$(pm run --rm -v lucent-kp-models:/m:ro --entrypoint /bin/sh "$REPO:$TAG" -c 'find /m -type f | wc -l' 2>/dev/null || echo '?')
-echo "   models volume (lucent-kp-models): $nmodels files" >&2
+# counted inside the worker (it mounts the volume): a `podman run` of its own would copy the image again on vfs
+nmodels=$(pm exec "$WK" sh -c 'find /models -type f | wc -l' 2>/dev/null) || nmodels='?'
+echo "   models volume (lucent-kp-models) as the worker sees it: $nmodels files" >&2
 
 for c in "$GW" "$WK"; do
   uid=$(pm exec "$c" id -u) || fail "podman exec into $c failed"
