@@ -53,7 +53,7 @@ impl CacheFile {
 /// device); the rest holds per handle.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GpuOptions {
-    /// Case-insensitive substring of the adapter name (`LUCENT_ADAPTER`).
+    /// Case-insensitive substring of the adapter name, or `#N`: the N-th adapter in wgpu's order (`LUCENT_ADAPTER`; native/gpu/src/select.rs).
     pub adapter_name: Option<String>,
     /// Allow a CPU adapter (lavapipe / llvmpipe, SwiftShader) when no real GPU matches (`LUCENT_GPU_ALLOW_CPU=1`).
     pub allow_cpu_adapter: bool,
