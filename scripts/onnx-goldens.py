@@ -17,6 +17,8 @@ Writes, under native/models/tests/onnx/:
     free input size.
   - dyn_resize.onnx + .in.f32 + .out.f32: a free-size input resized by sizes computed from its
     Shape (x2), run at 13x9; fixed_resize.onnx: the same resized to a constant 40x40 (refused).
+  - view.onnx + .in.f32 + .out.f32: pixel unshuffle, pixel shuffle and DepthToSpace DCR written as
+    Reshape -> Transpose -> Reshape with sizes from the Shape of a free-size input, run at 14x10.
   - compact_x4.onnx / compact_x4.f16.onnx: the Compact x4 test net of tests/goldens
     (compact_x4_nf16_nc2.2.safetensors) written as ONNX by hand with onnx.helper (Conv, PRelu,
     DepthToSpace CRD, Resize nearest, Add), f32 and all-fp16; the test compares Lucent's run of
@@ -205,6 +207,44 @@ def dyn_resize_model(fixed):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="lucent-onnx-goldens")
 
 
+def view_model():
+    """Pixel unshuffle, pixel shuffle (CRD) and DepthToSpace DCR written as Reshape -> Transpose ->
+    Reshape with sizes computed from the Shape of a free-size input, as PyTorch exports them."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((rng.standard_normal((12, 12, 3, 3)) * 0.3).astype(np.float32), "wt")]
+
+    def i64(name, v):
+        inits.append(numpy_helper.from_array(np.array(v, dtype=np.int64), name))
+        return name
+
+    nodes = []
+
+    def n(op, ins, out, **attrs):
+        nodes.append(helper.make_node(op, ins, [out], **attrs))
+        return out
+
+    shp = n("Shape", ["x"], "shp")
+    h = n("Unsqueeze", [n("Gather", [shp, i64("i2", 2)], "h0"), i64("ax0", [0])], "h")
+    w = n("Unsqueeze", [n("Gather", [shp, i64("i3", 3)], "w0"), "ax0"], "w")
+    h2 = n("Div", [h, i64("two", [2])], "h2")
+    w2 = n("Div", [w, "two"], "w2")
+    t1 = n("Concat", [i64("c13", [1, 3]), h2, i64("c2", [2]), w2, "c2"], "t1", axis=0)
+    u = n("Reshape", ["x", t1], "u6")
+    u = n("Transpose", [u], "ut", perm=[0, 1, 3, 5, 2, 4])
+    u = n("Reshape", [u, n("Concat", [i64("c112", [1, 12]), h2, w2], "t2", axis=0)], "u")
+    v = n("Conv", [u, "wt"], "v", pads=[1, 1, 1, 1])
+    s1 = n("Reshape", [v, n("Concat", [i64("c1322", [1, 3, 2, 2]), h2, w2], "t3", axis=0)], "s1_6")
+    s1 = n("Transpose", [s1], "s1t", perm=[0, 1, 4, 2, 5, 3])
+    s1 = n("Reshape", [s1, n("Concat", ["c13", h, w], "t4", axis=0)], "s1")
+    s2 = n("Reshape", [v, n("Concat", [i64("c1223", [1, 2, 2, 3]), h2, w2], "t5", axis=0)], "s2_6")
+    s2 = n("Transpose", [s2], "s2t", perm=[0, 3, 4, 1, 5, 2])
+    s2 = n("Reshape", [s2, "t4"], "s2")
+    n("Add", [s1, s2], "y")
+    graph = helper.make_graph(nodes, "view", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, None, None])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="lucent-onnx-goldens")
+
+
 def fix_fp16(m):
     """Wrap the conv whose output is named c1_16 in Casts (f32 -> f16 -> f32), as fp16 exports do."""
     g = m.graph
@@ -289,6 +329,12 @@ def main():
     f32file("dyn_resize.out.f32", y)
     print("dyn_resize:", y.shape)
     save(dyn_resize_model(True), "fixed_resize.onnx")
+    path = save(view_model(), "view.onnx")
+    x = np.random.default_rng(10).uniform(0, 1, (1, 3, 14, 10)).astype(np.float32)
+    y = run(path, x)
+    f32file("view.in.f32", x)
+    f32file("view.out.f32", y)
+    print("view:", y.shape)
 
     xin = np.fromfile(os.path.join(GOLD, "compact_x4_nf16_nc2.real.in.f32"), dtype="<f4").reshape(1, 3, 16, 12)
     want = np.fromfile(os.path.join(GOLD, "compact_x4_nf16_nc2.real.f32.out.f32"), dtype="<f4").reshape(1, 3, 64, 48)

@@ -102,6 +102,20 @@ fn sizes_computed_from_a_free_input_size_become_a_scale() {
 }
 
 #[test]
+fn reshape_transpose_pixel_shuffles_map_to_their_ops() {
+    let m = load(&std::fs::read(dir().join("view.onnx")).unwrap(), "v.onnx", &Limits::default()).unwrap();
+    assert_eq!((m.info.scale, m.info.size_multiple), (1, 2));
+    let kinds: Vec<&str> = m.net.layers.iter().map(|l| l.kind.as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "PixelShuffle").count(), 2, "{kinds:?}");
+    let x = Tensor::from_vec(3, 14, 10, read_f32(dir().join("view.in.f32")));
+    let got = run_cpu(&m.net, &x).unwrap();
+    assert_eq!((got.c, got.h, got.w), (3, 14, 10));
+    let err = max_abs(&got.data, &read_f32(dir().join("view.out.f32")));
+    eprintln!("view.onnx at 14x10: max abs error vs onnxruntime {err:.2e}");
+    assert!(err < 1e-5, "{err}");
+}
+
+#[test]
 fn an_sr_export_runs_as_its_pytorch_original() {
     let g = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens");
     let x = Tensor::from_vec(3, 16, 12, read_f32(g.join("compact_x4_nf16_nc2.real.in.f32")));
@@ -235,11 +249,16 @@ fn what_the_reader_refuses_it_names() {
     assert!(load(&[], "x.onnx", &Limits::default()).is_err());
 }
 
-/// Every truncation and many mutations of two ONNX files (a static and a free input size): an
+/// Every truncation and many mutations of three ONNX files (a static and free input sizes, shape
+/// arithmetic on a free size): an
 /// error or a net, and the nets that load run (or fail with an error) on a small input. Never a panic.
 #[test]
 fn truncated_and_mutated_files_never_panic() {
-    let cases = [("ops.onnx", ops_input()), ("ops2.onnx", Tensor::from_vec(3, 16, 20, read_f32(dir().join("ops2.in.f32"))))];
+    let cases = [
+        ("ops.onnx", ops_input()),
+        ("ops2.onnx", Tensor::from_vec(3, 16, 20, read_f32(dir().join("ops2.in.f32")))),
+        ("view.onnx", Tensor::from_vec(3, 14, 10, read_f32(dir().join("view.in.f32")))),
+    ];
     let mut s: u64 = 0x9e3779b97f4a7c15;
     let mut next = move || {
         s ^= s << 13;

@@ -16,6 +16,7 @@
 //! its name. Only the first graph output is built (U²-Net's fused map; SR nets have one).
 
 mod consts;
+mod layout;
 mod ops;
 pub mod proto;
 
@@ -53,6 +54,11 @@ pub(crate) enum Value {
     /// A runtime blob waiting for a convolution to take its constant padding
     /// (top, left, bottom, right) and pad value.
     Padded { b: usize, shape: [usize; 3], pads: [usize; 4], value: f32 },
+    /// A runtime blob of `shape` seen through a Reshape to `dims` (batch included), then a
+    /// Transpose by `perm` when given: waiting for the Reshape back to 4-D that makes the pair a
+    /// pixel shuffle or unshuffle (how PyTorch exports them before opset 11, and always for
+    /// pixel_unshuffle).
+    View { b: usize, shape: [usize; 3], dims: Vec<usize>, perm: Option<Vec<usize>> },
     Const(Const),
 }
 

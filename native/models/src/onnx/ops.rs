@@ -10,56 +10,58 @@
 //! pytorch_half_pixel, align_corners; cubic with A = -0.75 likewise), DepthToSpace (DCR and CRD),
 //! SpaceToDepth (a one-hot strided convolution), Gelu (exact), HardSigmoid, HardSwish, Sqrt, Neg,
 //! Reciprocal, Max / Min (with a scalar or of two images), Pad (constant: folded into the
-//! convolutions that read it, else a depthwise 1x1 convolution that pads), Slice (steps of 1; channels always, height and width on a static
-//! input), Identity, Dropout, and Cast to a float type.
+//! convolutions that read it, else a depthwise 1x1 convolution that pads), Reshape / Transpose /
+//! Flatten where they make a pixel shuffle or unshuffle, Slice (steps of 1; channels always,
+//! height and width on a static input) (the layout ops are in layout.rs), Identity, Dropout, and
+//! Cast to a float type.
 //! Constant ops folded: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add,
 //! Sub, Mul, Div, Floor, Ceil, Neg, Sqrt, ConstantOfShape.
 
 use super::consts::{self, Const};
 use super::proto::{AttributeProto, NodeProto};
-use super::{Builder, Value};
-use lucent_core::ncnn::model::{Activation, BinaryOpKind, Conv, Crop, EltwiseKind, Interp, Op, Padding, PoolKind, Pooling};
+use super::{layout, Builder, Value};
+use lucent_core::ncnn::model::{Activation, BinaryOpKind, Conv, EltwiseKind, Interp, Op, Padding, PoolKind, Pooling};
 use lucent_core::{bail, Code, Result};
 
 fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
     n.attribute.iter().find(|a| a.name.as_deref() == Some(name))
 }
-fn attr_i(n: &NodeProto, name: &str, d: i64) -> i64 {
+pub(super) fn attr_i(n: &NodeProto, name: &str, d: i64) -> i64 {
     attr(n, name).and_then(|a| a.i).unwrap_or(d)
 }
-fn attr_f(n: &NodeProto, name: &str, d: f32) -> f32 {
+pub(super) fn attr_f(n: &NodeProto, name: &str, d: f32) -> f32 {
     attr(n, name).and_then(|a| a.f).unwrap_or(d)
 }
-fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
+pub(super) fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
     attr(n, name).map(|a| a.ints.clone())
 }
-fn attr_s(n: &NodeProto, name: &str, d: &str) -> String {
+pub(super) fn attr_s(n: &NodeProto, name: &str, d: &str) -> String {
     attr(n, name).and_then(|a| a.s.as_ref()).map(|s| String::from_utf8_lossy(s).into_owned()).unwrap_or_else(|| d.to_string())
 }
 
 /// The node's `i`-th input, `None` when absent or empty (an omitted optional input).
-fn input<'a>(b: &'a Builder, n: &NodeProto, i: usize) -> Result<Option<&'a Value>> {
+pub(super) fn input<'a>(b: &'a Builder, n: &NodeProto, i: usize) -> Result<Option<&'a Value>> {
     match n.input.get(i).filter(|s| !s.is_empty()) {
         Some(name) => Ok(Some(b.value(name, n.name.as_deref().unwrap_or(""))?)),
         None => Ok(None),
     }
 }
 
-fn need<'a>(b: &'a Builder, n: &NodeProto, i: usize) -> Result<&'a Value> {
+pub(super) fn need<'a>(b: &'a Builder, n: &NodeProto, i: usize) -> Result<&'a Value> {
     match input(b, n, i)? {
         Some(v) => Ok(v),
         None => bail!(Code::ModelInvalid, "input {i} is missing"),
     }
 }
 
-fn need_const(b: &Builder, n: &NodeProto, i: usize, what: &str) -> Result<Const> {
+pub(super) fn need_const(b: &Builder, n: &NodeProto, i: usize, what: &str) -> Result<Const> {
     match need(b, n, i)? {
         Value::Const(c) => Ok(c.clone()),
         _ => bail!(Code::ModelInvalid, "the {what} (input {i}) must be a constant"),
     }
 }
 
-fn opt_const(b: &Builder, n: &NodeProto, i: usize, what: &str) -> Result<Option<Const>> {
+pub(super) fn opt_const(b: &Builder, n: &NodeProto, i: usize, what: &str) -> Result<Option<Const>> {
     match input(b, n, i)? {
         None => Ok(None),
         Some(Value::Const(c)) => Ok(Some(c.clone())),
@@ -69,15 +71,16 @@ fn opt_const(b: &Builder, n: &NodeProto, i: usize, what: &str) -> Result<Option<
 
 /// A runtime input: (blob, shape, producing layer). A pending padding is refused here: only a
 /// convolution takes one.
-fn need_blob(b: &Builder, n: &NodeProto, i: usize) -> Result<(usize, [usize; 3], Option<usize>)> {
+pub(super) fn need_blob(b: &Builder, n: &NodeProto, i: usize) -> Result<(usize, [usize; 3], Option<usize>)> {
     match need(b, n, i)? {
         Value::Blob { b, shape, layer } => Ok((*b, *shape, *layer)),
         Value::Padded { .. } => bail!(Code::ModelInvalid, "a Pad is only supported right before a convolution"),
+        Value::View { .. } => bail!(Code::ModelInvalid, "a Reshape / Transpose is only supported as a pixel shuffle or unshuffle"),
         Value::Const(_) => bail!(Code::ModelInvalid, "input {i} is a constant where an image was expected"),
     }
 }
 
-fn set(b: &mut Builder, n: &NodeProto, v: Value) -> Result<()> {
+pub(super) fn set(b: &mut Builder, n: &NodeProto, v: Value) -> Result<()> {
     let Some(out) = n.output.first().filter(|o| !o.is_empty()) else {
         bail!(Code::ModelInvalid, "the node has no output");
     };
@@ -92,7 +95,7 @@ fn node_name(n: &NodeProto) -> String {
 }
 
 /// A layer with one runtime result of `shape`.
-fn emit(b: &mut Builder, n: &NodeProto, kind: &str, op: Op, bottoms: &[usize], shape: [usize; 3]) -> Result<()> {
+pub(super) fn emit(b: &mut Builder, n: &NodeProto, kind: &str, op: Op, bottoms: &[usize], shape: [usize; 3]) -> Result<()> {
     let elems = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     if elems.is_none_or(|e| e == 0 || e > b.max_blob) {
         bail!(Code::ModelInvalid, "its result {shape:?} is empty or over {} values ({}x the input's): not an image model this reader runs", b.max_blob, super::MAX_BLOB_RATIO);
@@ -138,6 +141,7 @@ pub(crate) fn map_node(b: &mut Builder, n: &NodeProto) -> Result<()> {
                     d
                 }
                 Value::Const(c) => c.dims.iter().map(|&d| d as f64).collect(),
+                Value::View { .. } => bail!(Code::ModelInvalid, "Shape of a reshaped image is not supported"),
             };
             let r = dims.len() as i64;
             let norm = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
@@ -247,8 +251,20 @@ pub(crate) fn map_node(b: &mut Builder, n: &NodeProto) -> Result<()> {
             };
             emit(b, n, "PixelShuffle", Op::PixelShuffle { factor: r, mode }, &[x], [shape[0] / (r * r), shape[1] * r, shape[2] * r])
         }
-        "Pad" => pad(b, n),
-        "SpaceToDepth" => space_to_depth(b, n),
+        "Pad" => layout::pad(b, n),
+        "SpaceToDepth" => layout::space_to_depth(b, n),
+        "Reshape" | "Flatten" => layout::reshape(b, n, op),
+        "Transpose" => {
+            let perm: Vec<usize> = attr_ints(n, "perm").unwrap_or_default().iter().map(|&p| p.max(0) as usize).collect();
+            match need(b, n, 0)?.clone() {
+                Value::View { b: x, shape, dims, perm: None } if perm.len() == dims.len() && {
+                    let mut p = perm.clone();
+                    p.sort_unstable();
+                    p == (0..dims.len()).collect::<Vec<_>>()
+                } => set(b, n, Value::View { b: x, shape, dims, perm: Some(perm) }),
+                _ => bail!(Code::ModelInvalid, "Transpose is only supported inside a pixel shuffle or unshuffle (Reshape, Transpose, Reshape)"),
+            }
+        }
         "Gelu" => {
             if attr_s(n, "approximate", "none") != "none" {
                 bail!(Code::ModelInvalid, "Gelu with the tanh approximation is not supported");
@@ -292,7 +308,7 @@ pub(crate) fn map_node(b: &mut Builder, n: &NodeProto) -> Result<()> {
                 _ => bail!(Code::ModelInvalid, "{op} of these operands is not supported (a scalar constant or two images of one shape)"),
             }
         }
-        "Slice" => slice(b, n),
+        "Slice" => layout::slice(b, n),
         _ => bail!(Code::ModelInvalid, "op '{op}' is not supported"),
     }
 }
@@ -390,6 +406,7 @@ fn conv(b: &mut Builder, n: &NodeProto) -> Result<()> {
         // The padded blob's shape counts the pads, which the convolution now applies itself.
         Value::Padded { b, shape, pads, value } => (*b, [shape[0], shape[1] - pads[0] - pads[2], shape[2] - pads[1] - pads[3]], *pads, *value),
         Value::Const(_) => bail!(Code::ModelInvalid, "a convolution of a constant is not supported"),
+        Value::View { .. } => bail!(Code::ModelInvalid, "a convolution of a reshaped image is not supported"),
     };
     let w = need_const(b, n, 1, "weight")?;
     let bias = opt_const(b, n, 2, "bias")?;
@@ -750,152 +767,5 @@ fn sizes_fixed(b: &Builder) -> bool {
     !b.dynamic
 }
 
-fn pad(b: &mut Builder, n: &NodeProto) -> Result<()> {
-    let (x, shape, _) = need_blob(b, n, 0)?;
-    let mode = attr_s(n, "mode", "constant");
-    let (pads, value) = if b.opset < 11 {
-        (attr_ints(n, "pads").unwrap_or_default(), attr_f(n, "value", 0.0))
-    } else {
-        let p = need_const(b, n, 1, "pads")?.i64s();
-        let v = opt_const(b, n, 2, "constant value")?.map(|c| c.data.first().copied().unwrap_or(0.0) as f32).unwrap_or(0.0);
-        if input(b, n, 3)?.is_some() {
-            bail!(Code::ModelInvalid, "Pad with axes is not supported");
-        }
-        (p, v)
-    };
-    // (n, c, h, w) begins then ends.
-    let [n0, c0, t, l, n1, c1, bo, r] = pads[..] else {
-        bail!(Code::ModelInvalid, "Pad of {} values: a 4-D image takes 8", pads.len());
-    };
-    if n0 != 0 || c0 != 0 || n1 != 0 || c1 != 0 || [t, l, bo, r].iter().any(|&p| !(0..=1024).contains(&p)) {
-        bail!(Code::ModelInvalid, "Pad {pads:?}: only non-negative height and width pads are supported");
-    }
-    if mode != "constant" {
-        bail!(Code::ModelInvalid, "Pad mode '{mode}' is not supported");
-    }
-    let pads = [t as usize, l as usize, bo as usize, r as usize];
-    if pads == [0; 4] {
-        return set(b, n, Value::Blob { b: x, shape, layer: None });
-    }
-    let out = n.output.first().cloned().unwrap_or_default();
-    let only_convs = b.readers.get(&out).is_some_and(|r| r.iter().all(|k| k == "Conv")) && b.uses(&out) == b.readers.get(&out).map_or(0, |r| r.len());
-    if !only_convs {
-        // Read by something else (or a graph output): the padding itself, as a depthwise 1x1
-        // convolution of weight 1 whose border is the pad value (exact).
-        let c = shape[0];
-        let conv = Conv {
-            num_output: c,
-            num_input: c,
-            group: c,
-            kernel_w: 1,
-            kernel_h: 1,
-            dilation_w: 1,
-            dilation_h: 1,
-            stride_w: 1,
-            stride_h: 1,
-            pad: Padding::Explicit { left: pads[1], right: pads[3], top: pads[0], bottom: pads[2] },
-            pad_value: value,
-            output_pad_right: 0,
-            output_pad_bottom: 0,
-            output_w: 0,
-            output_h: 0,
-            weight: vec![1.0; c],
-            bias: None,
-            activation: Activation::None,
-        };
-        let kind = if c > 1 { "ConvolutionDepthWise" } else { "Convolution" };
-        return emit(b, n, kind, Op::Conv(conv), &[x], [c, shape[1] + pads[0] + pads[2], shape[2] + pads[1] + pads[3]]);
-    }
-    set(b, n, Value::Padded { b: x, shape: [shape[0], shape[1] + pads[0] + pads[2], shape[2] + pads[1] + pads[3]], pads, value })
-}
 
-fn slice(b: &mut Builder, n: &NodeProto) -> Result<()> {
-    let (x, shape, _) = need_blob(b, n, 0)?;
-    let (starts, ends, axes, steps) = if b.opset < 10 {
-        (attr_ints(n, "starts").unwrap_or_default(), attr_ints(n, "ends").unwrap_or_default(), attr_ints(n, "axes"), None)
-    } else {
-        (need_const(b, n, 1, "starts")?.i64s(), need_const(b, n, 2, "ends")?.i64s(), opt_const(b, n, 3, "axes")?.map(|a| a.i64s()), opt_const(b, n, 4, "steps")?.map(|s| s.i64s()))
-    };
-    let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
-    if starts.len() != axes.len() || ends.len() != axes.len() || steps.as_ref().is_some_and(|s| s.len() != axes.len() || s.iter().any(|&v| v != 1)) {
-        bail!(Code::ModelInvalid, "Slice with steps other than 1 or mismatched starts/ends/axes is not supported");
-    }
-    let mut out = shape;
-    let mut crop = Crop { woffset: 0, hoffset: 0, coffset: 0, outw: 0, outh: 0, outc: 0, woffset2: 0, hoffset2: 0, coffset2: 0, starts: vec![], ends: vec![], axes: vec![] };
-    for i in 0..axes.len() {
-        let ax = consts::norm_axis(axes[i], 4, "Slice")?;
-        if ax == 0 {
-            if consts::slice_bounds(starts[i], ends[i], 1) != (0, 1) {
-                bail!(Code::ModelInvalid, "Slice of the batch");
-            }
-            continue;
-        }
-        if ax >= 2 && b.dynamic {
-            bail!(Code::ModelInvalid, "Slice of the height or width of an input whose size is free");
-        }
-        let (s, e) = consts::slice_bounds(starts[i], ends[i], shape[ax - 1]);
-        if s >= e {
-            bail!(Code::ModelInvalid, "Slice to an empty range");
-        }
-        out[ax - 1] = e - s;
-        crop.starts.push(s as i32);
-        crop.ends.push(e as i32);
-        crop.axes.push(ax as i32 - 1);
-    }
-    if crop.axes.is_empty() {
-        return set(b, n, Value::Blob { b: x, shape, layer: None });
-    }
-    emit(b, n, "Crop", Op::Crop(crop), &[x], out)
-}
 
-/// SpaceToDepth (DCR: output channel `(dy·r + dx)·C + c` holds input pixel (r·y + dy, r·x + dx)
-/// of channel c) as a stride-r convolution with one-hot weights (exact). Input sides must be
-/// multiples of r (the description's `size_multiple`).
-fn space_to_depth(b: &mut Builder, n: &NodeProto) -> Result<()> {
-    let (x, shape, _) = need_blob(b, n, 0)?;
-    let r = attr_i(n, "blocksize", 0);
-    let c = shape[0];
-    if !(2..=8).contains(&r) || c * (r * r) as usize > 4096 {
-        bail!(Code::ModelInvalid, "SpaceToDepth by {r} of {c} channels");
-    }
-    let r = r as usize;
-    if shape[1] % r != 0 || shape[2] % r != 0 {
-        bail!(Code::ModelInvalid, "SpaceToDepth by {r} of a {}x{} input", shape[2], shape[1]);
-    }
-    let o = c * r * r;
-    let mut w = vec![0f32; o * c * r * r];
-    for ci in 0..c {
-        for dy in 0..r {
-            for dx in 0..r {
-                let oc = (dy * r + dx) * c + ci;
-                w[((oc * c + ci) * r + dy) * r + dx] = 1.0;
-            }
-        }
-    }
-    b.size_multiple = b.size_multiple.max(1) * r / gcd(b.size_multiple.max(1), r);
-    let conv = Conv {
-        num_output: o,
-        num_input: c,
-        group: 1,
-        kernel_w: r,
-        kernel_h: r,
-        dilation_w: 1,
-        dilation_h: 1,
-        stride_w: r,
-        stride_h: r,
-        pad: Padding::Explicit { left: 0, right: 0, top: 0, bottom: 0 },
-        pad_value: 0.0,
-        output_pad_right: 0,
-        output_pad_bottom: 0,
-        output_w: 0,
-        output_h: 0,
-        weight: w,
-        bias: None,
-        activation: Activation::None,
-    };
-    emit(b, n, "Convolution", Op::Conv(conv), &[x], [o, shape[1] / r, shape[2] / r])
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
