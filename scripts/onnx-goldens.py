@@ -15,6 +15,8 @@ Writes, under native/models/tests/onnx/:
   - ops2.onnx + ops2.in.f32 + ops2.out.f32: the same for the ops of opset 20 (SpaceToDepth, Gelu,
     HardSwish, HardSigmoid, Sqrt, Neg, Max / Min, Reciprocal, a Pad of 0.25 as the output), with a
     free input size.
+  - ops9.onnx + .in.f32 + .out.f32: opset 9's attribute forms (Upsample, Clip, Pad, Slice), a
+    BatchNormalization after no convolution, a grouped ConvTranspose; static 6x5 input.
   - dyn_resize.onnx + .in.f32 + .out.f32: a free-size input resized by sizes computed from its
     Shape (x2), run at 13x9; fixed_resize.onnx: the same resized to a constant 40x40 (refused).
   - view.onnx + .in.f32 + .out.f32: pixel unshuffle, pixel shuffle and DepthToSpace DCR written as
@@ -245,6 +247,32 @@ def view_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="lucent-onnx-goldens")
 
 
+def ops9_model():
+    """Opset 9, the attribute forms: Upsample (nearest, scales input), Clip / Pad / Slice with
+    attributes, a BatchNormalization no convolution precedes, a grouped ConvTranspose."""
+    rng = np.random.default_rng(9)
+    inits = []
+
+    def w(name, *shape, lo=None):
+        a = rng.uniform(lo, 1.5, shape) if lo is not None else rng.standard_normal(shape) * 0.3
+        inits.append(numpy_helper.from_array(a.astype(np.float32), name))
+        return name
+
+    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales"))
+    nodes = [
+        helper.make_node("Upsample", ["x", "scales"], ["up"], mode="nearest"),
+        helper.make_node("BatchNormalization", ["up", w("g", 4, lo=0.5), w("be", 4), w("m", 4), w("v", 4, lo=0.5)], ["bn"], epsilon=1e-3),
+        helper.make_node("Clip", ["bn"], ["clip"], min=-0.4, max=0.6),
+        helper.make_node("Pad", ["clip"], ["pad"], pads=[0, 0, 1, 1, 0, 0, 0, 1], mode="constant", value=0.0),
+        helper.make_node("Conv", ["pad", w("w0", 6, 4, 2, 2), w("b0", 6)], ["c0"]),
+        helper.make_node("ConvTranspose", ["c0", w("w1", 6, 2, 3, 3), w("b1", 4)], ["ct"], group=2, strides=[2, 2], pads=[1, 1, 0, 0]),
+        helper.make_node("Slice", ["ct"], ["y"], starts=[1, 1], ends=[3, 1000], axes=[1, 2]),
+    ]
+    graph = helper.make_graph(nodes, "ops9", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, None, None])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], producer_name="lucent-onnx-goldens", ir_version=4)
+
+
 def fix_fp16(m):
     """Wrap the conv whose output is named c1_16 in Casts (f32 -> f16 -> f32), as fp16 exports do."""
     g = m.graph
@@ -322,6 +350,12 @@ def main():
     f32file("ops2.out.f32", y)
     print("ops2:", y.shape, float(np.abs(y).max()))
 
+    path = save(ops9_model(), "ops9.onnx")
+    x = np.random.default_rng(11).uniform(-1, 1, (1, 4, 6, 5)).astype(np.float32)
+    y = run(path, x)
+    f32file("ops9.in.f32", x)
+    f32file("ops9.out.f32", y)
+    print("ops9:", y.shape)
     path = save(dyn_resize_model(False), "dyn_resize.onnx")
     x = np.random.default_rng(9).uniform(0, 1, (1, 3, 13, 9)).astype(np.float32)
     y = run(path, x)

@@ -85,6 +85,21 @@ fn the_ops_of_opset_20_match_onnxruntime() {
 }
 
 #[test]
+fn the_attribute_forms_of_opset_9_match_onnxruntime() {
+    let m = load(&std::fs::read(dir().join("ops9.onnx")).unwrap(), "ops9.onnx", &Limits::default()).unwrap();
+    assert!(m.net.layers.iter().any(|l| matches!(l.op, Op::ChannelAffine { .. })), "a BatchNormalization with no convolution before it is an affine");
+    assert!(m.net.layers.iter().any(|l| matches!(&l.op, Op::Deconv(c) if c.group == 2)));
+    let x = Tensor::from_vec(4, 6, 5, read_f32(dir().join("ops9.in.f32")));
+    let want = read_f32(dir().join("ops9.out.f32"));
+    for (name, got) in [("reference", run_ref(&m.net, &x).unwrap()), ("cpu", run_cpu(&m.net, &x).unwrap())] {
+        assert_eq!((got.c, got.h, got.w), (2, 23, 22), "{name}");
+        let err = max_abs(&got.data, &want);
+        eprintln!("ops9.onnx on the {name} executor: max abs error vs onnxruntime {err:.2e}");
+        assert!(err < 1e-4, "{name}: {err}");
+    }
+}
+
+#[test]
 fn sizes_computed_from_a_free_input_size_become_a_scale() {
     // Shape -> Slice -> Mul 2 -> Concat -> Resize: mapped at two sizes, the same net, scale 2.
     let m = load(&std::fs::read(dir().join("dyn_resize.onnx")).unwrap(), "d.onnx", &Limits::default()).unwrap();
