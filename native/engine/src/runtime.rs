@@ -154,11 +154,11 @@ impl Runtime {
     }
 }
 
-/// A bring-your-own weights file (PyTorch or safetensors), by extension; anything else is an ncnn
-/// stem (`.param` + `.bin`).
+/// A weights file read by lucent_models (PyTorch, safetensors or ONNX), by extension; anything else
+/// is an ncnn stem (`.param` + `.bin`).
 pub fn is_weights_file(path: &Path) -> bool {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    matches!(ext.as_str(), "pth" | "pt" | "ckpt" | "safetensors")
+    matches!(ext.as_str(), "pth" | "pt" | "ckpt" | "safetensors" | "onnx")
 }
 
 /// Read a weights file and build its network (lucent_models: nothing in the file is executed).

@@ -1,5 +1,237 @@
-//! Background removal (salient-object segmentation, U²-Net): the parts of the pipeline.
+//! Background removal (salient-object segmentation, U²-Net): the photo in, its alpha mask at full
+//! resolution out, and the subject on a transparent background.
 //!
 //! - `refine.rs`: the edge refinement of the network's coarse mask, guided by the photo (a colour
 //!   guided filter; chosen and measured in docs/segmentation.md)
+//! - here: the pipeline. [`segment`] decodes (the photo path's limits and EXIF orientation),
+//!   [`alpha_mask`] runs the network and the refinement on decoded pixels, [`network_map`] is the
+//!   network's 320x320 map alone (tested against onnxruntime's).
+//!
+//! Pre- and post-processing as rembg does: the photo as 8-bit RGB (alpha dropped, grey replicated,
+//! 16-bit rounded to 8) resized to 320x320 with the crate's resampler ([`crate::resample::resize`]:
+//! Lanczos3 with its window stretched when downscaling, as PIL's LANCZOS that rembg uses; area
+//! averaging from 3x down; pixel-centre aligned), `x / max(x)` over the whole image, ImageNet mean
+//! (0.485, 0.456, 0.406) and std (0.229, 0.224, 0.225); the network's first output (the fused
+//! sigmoid map) min-max normalised. Then, unlike rembg (8 bits, Lanczos back), the float map is
+//! resized to the photo bilinearly (half-pixel centres, edges clamped: PIL's BILINEAR upscale, the
+//! measuring script's `upsample_bilinear`) and refined by [`refine::guided_filter`].
+//!
+//! No catalog entry yet: the models are named here ([`MODELS`]: `seg/<name>.onnx` in the model
+//! dir, loaded once per runtime by [`Runtime::network`] through lucent_models' ONNX reader).
+//! On a GPU backend the net should run with f32 storage (docs/models.md: f16 drifts to 8.5e-2).
 pub mod refine;
+
+use crate::orient::apply_orientation;
+use crate::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
+use crate::raster::{Raster, RasterRef};
+use crate::resample::resize;
+use crate::runtime::Runtime;
+use lucent_codec::{EncodeOptions, Format};
+use lucent_core::{Cancel, Code, Error, Result, Tensor};
+use refine::{guided_filter, Guide, GuidedParams, MAP_SIDE};
+use std::time::Instant;
+
+/// The segmentation models: name -> network file below the model dir.
+pub const MODELS: [(&str, &str); 2] = [("u2netp", "seg/u2netp.onnx"), ("u2net", "seg/u2net.onnx")];
+
+/// Largest input (megapixels), as the catalog's photo enhance models.
+pub const MAX_IN_MP: u32 = 70;
+
+/// ImageNet normalisation (rembg's).
+const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// The network file of model `name` (`unknown_model` for any other name: no paths from callers).
+pub fn model_stem(name: &str) -> Result<&'static str> {
+    MODELS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| Error::new(Code::UnknownModel, format!("segmentation model '{name}' does not exist (expected u2netp or u2net)")))
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SegmentOptions {
+    /// `u2netp` or `u2net`.
+    pub model: String,
+    /// Format of the matted image (with or without the dot; "" = png). The mask is always PNG.
+    /// A format without alpha (jpg, bmp) is refused: the matted image is RGBA.
+    pub format: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct SegmentOutput {
+    /// The photo (upright, 8-bit RGB) with alpha = the mask, encoded in the format asked for.
+    pub matted: Vec<u8>,
+    /// The mask as 8-bit grey PNG, `round(255 * alpha)`.
+    pub mask: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    /// Canonical extension of `matted`'s format.
+    pub format: &'static str,
+    pub ms: f64,
+    pub run_ms: f64,
+}
+
+/// The mask at full resolution and the RGBA image, decoded (no encoding).
+#[derive(Debug, Clone)]
+pub struct Segmented {
+    /// w x h alpha in [0, 1].
+    pub alpha: Vec<f32>,
+    /// w x h x 4: the photo's RGB (8-bit) with alpha = round(255 * alpha).
+    pub rgba: Raster,
+}
+
+/// The photo as interleaved 8-bit RGB (alpha dropped, grey replicated, 16-bit rounded).
+pub fn rgb8(src: RasterRef<'_>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(src.width * src.height * 3);
+    for y in 0..src.height {
+        for x in 0..src.width {
+            for c in src.rgb(x, y) {
+                v.push((c * 255.0).round().clamp(0.0, 255.0) as u8);
+            }
+        }
+    }
+    v
+}
+
+/// The network's first output on `src` (any size), 320x320 row-major, before min-max: the photo
+/// resized and normalised as the module doc says.
+pub fn network_map(rt: &Runtime, stem: &str, src: RasterRef<'_>, cancel: &Cancel) -> Result<Vec<f32>> {
+    let rgb = rgb8(src);
+    let small = if (src.width, src.height) == (MAP_SIDE, MAP_SIDE) {
+        rgb
+    } else {
+        let r = resize(RasterRef::new_u8(src.width, src.height, 3, &rgb)?, MAP_SIDE, MAP_SIDE, cancel)?;
+        match r.samples {
+            crate::raster::Samples::U8(v) => v,
+            crate::raster::Samples::U16(_) => return Err(Error::new(Code::Internal, "8-bit resize gave 16 bits")),
+        }
+    };
+    let n = MAP_SIDE * MAP_SIDE;
+    let max = small.iter().copied().max().unwrap_or(0) as f32 / 255.0;
+    let max = if max > 0.0 { max } else { 1.0 };
+    let mut data = vec![0f32; 3 * n];
+    for (i, p) in small.chunks_exact(3).enumerate() {
+        for c in 0..3 {
+            data[c * n + i] = ((p[c] as f32 / 255.0) / max - MEAN[c]) / STD[c];
+        }
+    }
+    let x = Tensor::from_vec(3, MAP_SIDE, MAP_SIDE, data);
+    cancel.check()?;
+    let l = rt.network(stem)?;
+    let out_blob = l.net.blob("out0").unwrap_or(l.out_blob);
+    let mut outs = l.prepared.run(&[(l.in_blob, &x)], &[out_blob], cancel)?;
+    let y = outs.pop().ok_or_else(|| Error::new(Code::Internal, format!("{stem}: no output")))?;
+    if (y.h, y.w) != (MAP_SIDE, MAP_SIDE) || y.c < 1 {
+        return Err(Error::new(Code::ModelInvalid, format!("{stem}: output {}x{}x{}, expected 1x{MAP_SIDE}x{MAP_SIDE}", y.c, y.h, y.w)));
+    }
+    let mut m = y.data;
+    m.truncate(n);
+    Ok(m)
+}
+
+/// Min-max normalised map (rembg's); a constant or non-finite map is clamped to [0, 1] instead.
+pub fn min_max(m: &mut [f32]) {
+    let (lo, hi) = m.iter().filter(|v| v.is_finite()).fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    let span = hi - lo;
+    for v in m.iter_mut() {
+        let f = if v.is_finite() { *v } else { 0.0 };
+        *v = if span > 1e-12 && span.is_finite() { (f - lo) / span } else { f.clamp(0.0, 1.0) };
+    }
+}
+
+/// `m` (`mw` x `mh`) resized to `w` x `h` bilinearly: half-pixel centres, edges clamped.
+pub fn upsample_bilinear(m: &[f32], mw: usize, mh: usize, w: usize, h: usize) -> Vec<f32> {
+    let axis = |n_in: usize, n_out: usize| -> Vec<(usize, usize, f32)> {
+        let s = n_in as f64 / n_out as f64;
+        (0..n_out)
+            .map(|o| {
+                let x = ((o as f64 + 0.5) * s - 0.5).clamp(0.0, (n_in - 1) as f64);
+                let i0 = x.floor() as usize;
+                let i1 = (i0 + 1).min(n_in - 1);
+                (i0, i1, (x - i0 as f64) as f32)
+            })
+            .collect()
+    };
+    let (ax, ay) = (axis(mw, w), axis(mh, h));
+    let mut out = Vec::with_capacity(w * h);
+    let mut row = vec![0f32; mw];
+    for &(y0, y1, fy) in &ay {
+        for (x, r) in row.iter_mut().enumerate() {
+            *r = m[y0 * mw + x] * (1.0 - fy) + m[y1 * mw + x] * fy;
+        }
+        out.extend(ax.iter().map(|&(x0, x1, fx)| row[x0] * (1.0 - fx) + row[x1] * fx));
+    }
+    out
+}
+
+/// The refined alpha mask of `src` (upright pixels) at its own size, and the RGBA image. The meter
+/// is charged the photo's pixels before the network runs.
+pub fn alpha_mask(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel: &Cancel) -> Result<Segmented> {
+    let stem = model_stem(model)?;
+    let (w, h) = (src.width, src.height);
+    if w == 0 || h == 0 {
+        return Err(Error::new(Code::InvalidArgument, format!("an image of {w}x{h} pixels has nothing to segment")));
+    }
+    cancel.charge(w as u64 * h as u64, &format!("segmentation {model} ({w}x{h})"))?;
+    let mut map = network_map(rt, stem, src, cancel)?;
+    min_max(&mut map);
+    cancel.check()?;
+    let coarse = upsample_bilinear(&map, MAP_SIDE, MAP_SIDE, w, h);
+    let rgb = rgb8(src);
+    let alpha = guided_filter(Guide::Rgb8(&rgb), &coarse, w, h, GuidedParams::for_mask(w, h))?;
+    drop(coarse);
+    cancel.check()?;
+    let mut rgba = Vec::with_capacity(w * h * 4);
+    for (p, a) in rgb.chunks_exact(3).zip(&alpha) {
+        rgba.extend_from_slice(p);
+        rgba.push(to_u8(*a));
+    }
+    Ok(Segmented { alpha, rgba: Raster::from_u8(w, h, 4, rgba)? })
+}
+
+/// An alpha value as 8 bits: round(255 * a), clamped.
+pub fn to_u8(a: f32) -> u8 {
+    (a * 255.0).round().clamp(0.0, 255.0) as u8
+}
+
+/// Decode `bytes` (the photo path's limits: [`MAX_IN_MP`] on the header, before any pixel is
+/// decoded), turn it upright (EXIF orientation), segment, encode the matted image and the mask.
+pub fn segment(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cancel) -> Result<SegmentOutput> {
+    let t0 = Instant::now();
+    model_stem(&opts.model)?;
+    let format = if opts.format.trim().is_empty() { Format::Png } else { parse_format(&opts.format)? };
+    if matches!(format, Format::Jpeg | Format::Bmp) {
+        return Err(Error::new(Code::UnsupportedFormat, format!("{}: the matted image has alpha (png, webp, tiff, tga, heif)", format.extension())));
+    }
+    let p = lucent_codec::probe(bytes).map_err(map_codec)?;
+    let max_in = MAX_IN_MP as u64 * 1_000_000;
+    let in_px = p.width as u64 * p.height as u64;
+    if in_px > max_in {
+        return Err(Error::new(
+            Code::ImageTooLarge,
+            format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, MAX_IN_MP, opts.model),
+        ));
+    }
+    let img = lucent_codec::decode(bytes, &lucent_codec::Limits { max_pixels: max_in, ..Default::default() }).map_err(map_codec)?;
+    let (src, mut meta) = image_to_raster(img)?;
+    let src = match meta.orientation {
+        Some(o) if (2..=8).contains(&o) => apply_orientation(&src, o)?,
+        _ => src,
+    };
+    meta.orientation = None;
+    meta.exif = None;
+    cancel.check()?;
+    let tr = Instant::now();
+    let seg = alpha_mask(rt, &opts.model, src.as_ref(), cancel)?;
+    drop(src);
+    let run_ms = tr.elapsed().as_secs_f64() * 1000.0;
+    let (w, h) = (seg.rgba.width, seg.rgba.height);
+    let eo = EncodeOptions::default();
+    let mask_px: Vec<u8> = seg.alpha.iter().map(|&a| to_u8(a)).collect();
+    drop(seg.alpha);
+    let mask = lucent_codec::encode(&raster_to_image(Raster::from_u8(w, h, 1, mask_px)?, meta.clone()), Format::Png, &eo).map_err(map_codec)?;
+    let matted = lucent_codec::encode(&raster_to_image(seg.rgba, meta), format, &eo).map_err(map_codec)?;
+    Ok(SegmentOutput { matted, mask, width: w as u32, height: h as u32, format: format.extension(), ms: t0.elapsed().as_secs_f64() * 1000.0, run_ms })
+}
