@@ -5,7 +5,8 @@
 //! items of this crate by `napi build` (scripts/build-native.mjs): change the API here, never there.
 //! Here: `init`, `info`, `adapters`, `probe`; `errors.rs`: the error codes; `catalog.rs`: `catalog()`;
 //! `tasks.rs`: the async `enhance` and `enhanceFrames`; `interp.rs`: the async `interpolateFrames`;
-//! `models.rs`: `inspectModel` (bring your own model).
+//! `models.rs`: `inspectModel` (bring your own model); `segment.rs`: the async `segment` (background
+//! removal).
 //!
 //! Engine options: `init` takes every engine, CPU, GPU and codec setting as a typed option; the
 //! crates read no environment (the server maps its `LUCENT_*` settings onto these,
@@ -20,6 +21,7 @@ pub mod catalog;
 pub mod errors;
 pub mod interp;
 pub mod models;
+pub mod segment;
 pub mod tasks;
 
 use errors::{nerr, ErrCode};
