@@ -407,3 +407,46 @@ export interface ProbeResult {
   channels: number
   bitDepth: number
 }
+
+/**
+ * Background removal: decode the photo (EXIF orientation applied, 70 MP limit), run U²-Net at
+ * 320x320 as rembg does, refine the mask's edges at full resolution guided by the photo, and
+ * return the subject on a transparent background plus the mask. `signal` aborts (code 'aborted').
+ */
+export declare function segment(data: Buffer, opts: SegmentOptions, signal?: AbortSignal): Promise<SegmentResult>
+
+export interface SegmentOptions {
+  /**
+   * 'u2netp' (small) or 'u2net' (full): the network file seg/<model>.onnx in the model dir
+   * (any other name: `unknown_model`; file absent: `model_missing`).
+   */
+  model: string
+  /**
+   * Format of the matted image: 'png' (default), 'webp', 'tiff', 'tga', 'heif' (with or without
+   * the dot); 'jpg' and 'bmp' hold no alpha: `unsupported_format`. The mask is always PNG.
+   */
+  format?: string
+  /**
+   * Work units this call may spend (the photo's megapixels); absent: unbounded. The call
+   * stops with `budget_exceeded` before the network runs.
+   */
+  budget?: number
+}
+
+export interface SegmentResult {
+  /**
+   * The photo, upright (EXIF orientation applied), 8-bit RGB with alpha = the mask, encoded
+   * in `format`.
+   */
+  data: Buffer
+  /** The mask: 8-bit grey PNG of the same size, round(255 * alpha). */
+  mask: Buffer
+  width: number
+  height: number
+  format: string
+  /** The whole call, and the network + refinement part of it. */
+  ms: number
+  runMs: number
+  /** Work units spent: the photo's megapixels. */
+  work: number
+}

@@ -850,3 +850,4 @@ module.exports.ModelCategory = nativeBinding.ModelCategory
 module.exports.ModelKind = nativeBinding.ModelKind
 module.exports.PriceClass = nativeBinding.PriceClass
 module.exports.probe = nativeBinding.probe
+module.exports.segment = nativeBinding.segment

@@ -7,7 +7,8 @@
 //!   counts, tiled execution (+ `SrSpec`, one network's tiled run)
 //! - `runtime`: backend + loaded networks + tile side, what pipelines run against
 //! - `pipelines`: one pipeline per file behind the `Enhancer` trait; `for_model` picks one
-//! - `photo`, `video`: the photo (bytes) and video (frame batches) paths
+//! - `photo`, `video`, `segment`: the photo (bytes), video (frame batches) and background-removal
+//!   (bytes) paths
 //! - `engine`: the process-wide engine and its entry points
 pub mod catalog;
 pub mod engine;
@@ -18,6 +19,7 @@ pub mod pipelines;
 pub mod raster;
 pub mod resample;
 pub mod runtime;
+pub mod segment;
 pub mod tiling;
 pub mod video;
 

@@ -1,4 +1,4 @@
-//! The segmentation pipeline (pipelines/segment) with the real u2netp (`lucent models fetch
+//! The segmentation pipeline (pipelines/segment) and its bytes path (segment.rs) with the real u2netp (`lucent models fetch
 //! seg/u2netp`, into $LUCENT_MODEL_DIR or data/test-models; the tests skip without it, except under
 //! CI, where `npm test` fetches `--all`):
 //! - the 320x320 map equals onnxruntime's golden of native/models/tests/onnx (the same PNG, 0014.jpg
@@ -14,7 +14,8 @@ use lucent_core::cpu::CpuBackend;
 use lucent_engine::orient::apply_orientation;
 use lucent_engine::photo::{image_to_raster, raster_to_image};
 use lucent_engine::pipelines::segment::refine::{GuidedParams, SNAP_HI, SNAP_LO};
-use lucent_engine::pipelines::segment::{alpha_mask, min_max, network_map, segment, to_u8, upsample_bilinear, SegmentOptions};
+use lucent_engine::pipelines::segment::{alpha_mask, min_max, network_map, to_u8, upsample_bilinear};
+use lucent_engine::segment::{segment, SegmentOptions};
 use lucent_engine::{Cancel, Code, Engine, Raster, Samples};
 use std::path::PathBuf;
 use std::sync::Arc;

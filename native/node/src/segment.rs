@@ -1,10 +1,10 @@
-//! `segment`: background removal (U²-Net, the engine's `pipelines::segment::segment`) of one
+//! `segment`: background removal (U²-Net, the engine's `segment::segment`) of one
 //! encoded photo, a napi task on the libuv pool with an optional AbortSignal, like `enhance`.
 
 use crate::errors::{reject_stashed, stash};
 use crate::tasks::{metered, untie, work_units, AbortLink};
 use lucent_core::Cancel;
-use lucent_engine::pipelines::segment::{self, SegmentOptions as XOpts, SegmentOutput};
+use lucent_engine::segment::{self, SegmentOptions as XOpts, SegmentOutput};
 use lucent_engine::{guard, Engine};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

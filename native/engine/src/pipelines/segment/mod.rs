@@ -3,9 +3,10 @@
 //!
 //! - `refine.rs`: the edge refinement of the network's coarse mask, guided by the photo (a colour
 //!   guided filter; chosen and measured in docs/segmentation.md)
-//! - here: the pipeline. [`segment`] decodes (the photo path's limits and EXIF orientation),
-//!   [`alpha_mask`] runs the network and the refinement on decoded pixels, [`network_map`] is the
-//!   network's 320x320 map alone (tested against onnxruntime's).
+//! - here: the pipeline on decoded, upright pixels. [`alpha_mask`] runs the network and the
+//!   refinement, [`network_map`] is the network's 320x320 map alone (tested against onnxruntime's).
+//!   The bytes-in, bytes-out path (decode, EXIF orientation, limits, encode) is
+//!   [`crate::segment::segment`], as photo.rs is the photo models'.
 //!
 //! Pre- and post-processing as rembg does: the photo as 8-bit RGB (alpha dropped, grey replicated,
 //! 16-bit rounded to 8) resized to 320x320 with the crate's resampler ([`crate::resample::resize`]:
@@ -21,21 +22,14 @@
 //! On a GPU backend the net should run with f32 storage (docs/models.md: f16 drifts to 8.5e-2).
 pub mod refine;
 
-use crate::orient::apply_orientation;
-use crate::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
 use crate::raster::{Raster, RasterRef};
 use crate::resample::resize;
 use crate::runtime::Runtime;
-use lucent_codec::{EncodeOptions, Format};
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
 use refine::{guided_filter, Guide, GuidedParams, MAP_SIDE};
-use std::time::Instant;
 
 /// The segmentation models: name -> network file below the model dir.
 pub const MODELS: [(&str, &str); 2] = [("u2netp", "seg/u2netp.onnx"), ("u2net", "seg/u2net.onnx")];
-
-/// Largest input (megapixels), as the catalog's photo enhance models.
-pub const MAX_IN_MP: u32 = 70;
 
 /// ImageNet normalisation (rembg's).
 const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -48,29 +42,6 @@ pub fn model_stem(name: &str) -> Result<&'static str> {
         .find(|(n, _)| *n == name)
         .map(|(_, s)| *s)
         .ok_or_else(|| Error::new(Code::UnknownModel, format!("segmentation model '{name}' does not exist (expected u2netp or u2net)")))
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct SegmentOptions {
-    /// `u2netp` or `u2net`.
-    pub model: String,
-    /// Format of the matted image (with or without the dot; "" = png). The mask is always PNG.
-    /// A format without alpha (jpg, bmp) is refused: the matted image is RGBA.
-    pub format: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct SegmentOutput {
-    /// The photo (upright, 8-bit RGB) with alpha = the mask, encoded in the format asked for.
-    pub matted: Vec<u8>,
-    /// The mask as 8-bit grey PNG, `round(255 * alpha)`.
-    pub mask: Vec<u8>,
-    pub width: u32,
-    pub height: u32,
-    /// Canonical extension of `matted`'s format.
-    pub format: &'static str,
-    pub ms: f64,
-    pub run_ms: f64,
 }
 
 /// The mask at full resolution and the RGBA image, decoded (no encoding).
@@ -194,44 +165,4 @@ pub fn alpha_mask(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel: &Cancel
 /// An alpha value as 8 bits: round(255 * a), clamped.
 pub fn to_u8(a: f32) -> u8 {
     (a * 255.0).round().clamp(0.0, 255.0) as u8
-}
-
-/// Decode `bytes` (the photo path's limits: [`MAX_IN_MP`] on the header, before any pixel is
-/// decoded), turn it upright (EXIF orientation), segment, encode the matted image and the mask.
-pub fn segment(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cancel) -> Result<SegmentOutput> {
-    let t0 = Instant::now();
-    model_stem(&opts.model)?;
-    let format = if opts.format.trim().is_empty() { Format::Png } else { parse_format(&opts.format)? };
-    if matches!(format, Format::Jpeg | Format::Bmp) {
-        return Err(Error::new(Code::UnsupportedFormat, format!("{}: the matted image has alpha (png, webp, tiff, tga, heif)", format.extension())));
-    }
-    let p = lucent_codec::probe(bytes).map_err(map_codec)?;
-    let max_in = MAX_IN_MP as u64 * 1_000_000;
-    let in_px = p.width as u64 * p.height as u64;
-    if in_px > max_in {
-        return Err(Error::new(
-            Code::ImageTooLarge,
-            format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, MAX_IN_MP, opts.model),
-        ));
-    }
-    let img = lucent_codec::decode(bytes, &lucent_codec::Limits { max_pixels: max_in, ..Default::default() }).map_err(map_codec)?;
-    let (src, mut meta) = image_to_raster(img)?;
-    let src = match meta.orientation {
-        Some(o) if (2..=8).contains(&o) => apply_orientation(&src, o)?,
-        _ => src,
-    };
-    meta.orientation = None;
-    meta.exif = None;
-    cancel.check()?;
-    let tr = Instant::now();
-    let seg = alpha_mask(rt, &opts.model, src.as_ref(), cancel)?;
-    drop(src);
-    let run_ms = tr.elapsed().as_secs_f64() * 1000.0;
-    let (w, h) = (seg.rgba.width, seg.rgba.height);
-    let eo = EncodeOptions::default();
-    let mask_px: Vec<u8> = seg.alpha.iter().map(|&a| to_u8(a)).collect();
-    drop(seg.alpha);
-    let mask = lucent_codec::encode(&raster_to_image(Raster::from_u8(w, h, 1, mask_px)?, meta.clone()), Format::Png, &eo).map_err(map_codec)?;
-    let matted = lucent_codec::encode(&raster_to_image(seg.rgba, meta), format, &eo).map_err(map_codec)?;
-    Ok(SegmentOutput { matted, mask, width: w as u32, height: h as u32, format: format.extension(), ms: t0.elapsed().as_secs_f64() * 1000.0, run_ms })
 }

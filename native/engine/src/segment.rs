@@ -1,0 +1,79 @@
+//! The segmentation path (background removal): decode (the photo path's limits on the header,
+//! EXIF orientation) -> [`crate::pipelines::segment::alpha_mask`] (U²-Net + the edge refinement)
+//! -> encode the subject on a transparent background and the grey mask. As photo.rs is for the
+//! photo models; kept apart from the pipeline so that the pipelines never reach back into a path.
+
+use crate::orient::apply_orientation;
+use crate::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
+use crate::pipelines::segment::{alpha_mask, model_stem, to_u8};
+use crate::raster::Raster;
+use crate::runtime::Runtime;
+use lucent_codec::{EncodeOptions, Format};
+use lucent_core::{Cancel, Code, Error, Result};
+use std::time::Instant;
+
+/// Largest input (megapixels), as the catalog's photo enhance models.
+pub const MAX_IN_MP: u32 = 70;
+
+#[derive(Debug, Clone, Default)]
+pub struct SegmentOptions {
+    /// `u2netp` or `u2net`.
+    pub model: String,
+    /// Format of the matted image (with or without the dot; "" = png). The mask is always PNG.
+    /// A format without alpha (jpg, bmp) is refused: the matted image is RGBA.
+    pub format: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct SegmentOutput {
+    /// The photo (upright, 8-bit RGB) with alpha = the mask, encoded in the format asked for.
+    pub matted: Vec<u8>,
+    /// The mask as 8-bit grey PNG, `round(255 * alpha)`.
+    pub mask: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    /// Canonical extension of `matted`'s format.
+    pub format: &'static str,
+    pub ms: f64,
+    pub run_ms: f64,
+}
+
+/// Decode `bytes` (the photo path's limits: [`MAX_IN_MP`] on the header, before any pixel is
+/// decoded), turn it upright (EXIF orientation), segment, encode the matted image and the mask.
+pub fn segment(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cancel) -> Result<SegmentOutput> {
+    let t0 = Instant::now();
+    model_stem(&opts.model)?;
+    let format = if opts.format.trim().is_empty() { Format::Png } else { parse_format(&opts.format)? };
+    if matches!(format, Format::Jpeg | Format::Bmp) {
+        return Err(Error::new(Code::UnsupportedFormat, format!("{}: the matted image has alpha (png, webp, tiff, tga, heif)", format.extension())));
+    }
+    let p = lucent_codec::probe(bytes).map_err(map_codec)?;
+    let max_in = MAX_IN_MP as u64 * 1_000_000;
+    let in_px = p.width as u64 * p.height as u64;
+    if in_px > max_in {
+        return Err(Error::new(
+            Code::ImageTooLarge,
+            format!("input {}x{} is {:.1} MP, over the {} MP limit of {}", p.width, p.height, in_px as f64 / 1e6, MAX_IN_MP, opts.model),
+        ));
+    }
+    let img = lucent_codec::decode(bytes, &lucent_codec::Limits { max_pixels: max_in, ..Default::default() }).map_err(map_codec)?;
+    let (src, mut meta) = image_to_raster(img)?;
+    let src = match meta.orientation {
+        Some(o) if (2..=8).contains(&o) => apply_orientation(&src, o)?,
+        _ => src,
+    };
+    meta.orientation = None;
+    meta.exif = None;
+    cancel.check()?;
+    let tr = Instant::now();
+    let seg = alpha_mask(rt, &opts.model, src.as_ref(), cancel)?;
+    drop(src);
+    let run_ms = tr.elapsed().as_secs_f64() * 1000.0;
+    let (w, h) = (seg.rgba.width, seg.rgba.height);
+    let eo = EncodeOptions::default();
+    let mask_px: Vec<u8> = seg.alpha.iter().map(|&a| to_u8(a)).collect();
+    drop(seg.alpha);
+    let mask = lucent_codec::encode(&raster_to_image(Raster::from_u8(w, h, 1, mask_px)?, meta.clone()), Format::Png, &eo).map_err(map_codec)?;
+    let matted = lucent_codec::encode(&raster_to_image(seg.rgba, meta), format, &eo).map_err(map_codec)?;
+    Ok(SegmentOutput { matted, mask, width: w as u32, height: h as u32, format: format.extension(), ms: t0.elapsed().as_secs_f64() * 1000.0, run_ms })
+}
