@@ -232,3 +232,26 @@ fn bad_requests_are_errors_with_codes() {
     assert_eq!(segment(e.runtime(), &png, &opts(), &c).unwrap_err().code, Code::BudgetExceeded);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A 12 MP photo end to end (decode, u2netp, refinement, both encodes) on the CPU backend, 2
+/// threads: `cargo test --release -p lucent-engine --test segment -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn speed_12_mp() {
+    let Some(e) = engine() else { return };
+    let small = decode(&std::fs::read(photos().join("0014.jpg")).expect("shared/data/photos"));
+    let (w, h) = (4000usize, 3000usize);
+    let s = u8s(&small);
+    let mut v = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            let i = ((y * small.height / h) * small.width + x * small.width / w) * 3;
+            v.extend_from_slice(&s[i..i + 3]);
+        }
+    }
+    let jpg = encode(&Raster::from_u8(w, h, 3, v).unwrap(), Format::Jpeg, Metadata::default(), false);
+    let t = std::time::Instant::now();
+    let out = segment(e.runtime(), &jpg, &opts(), &Cancel::new()).unwrap();
+    eprintln!("12 MP end to end: {:.2} s (network + refinement {:.2} s)", t.elapsed().as_secs_f64(), out.run_ms / 1000.0);
+    assert_eq!((out.width, out.height), (w as u32, h as u32));
+}

@@ -69,11 +69,15 @@ pub fn rgb8(src: RasterRef<'_>) -> Vec<u8> {
 /// The network's first output on `src` (any size), 320x320 row-major, before min-max: the photo
 /// resized and normalised as the module doc says.
 pub fn network_map(rt: &Runtime, stem: &str, src: RasterRef<'_>, cancel: &Cancel) -> Result<Vec<f32>> {
-    let rgb = rgb8(src);
-    let small = if (src.width, src.height) == (MAP_SIDE, MAP_SIDE) {
-        rgb
+    network_map_rgb8(rt, stem, &rgb8(src), src.width, src.height, cancel)
+}
+
+/// [`network_map`] of a `w` x `h` photo given as interleaved 8-bit RGB ([`rgb8`]).
+pub fn network_map_rgb8(rt: &Runtime, stem: &str, rgb: &[u8], w: usize, h: usize, cancel: &Cancel) -> Result<Vec<f32>> {
+    let small = if (w, h) == (MAP_SIDE, MAP_SIDE) {
+        rgb.to_vec()
     } else {
-        let r = resize(RasterRef::new_u8(src.width, src.height, 3, &rgb)?, MAP_SIDE, MAP_SIDE, cancel)?;
+        let r = resize(RasterRef::new_u8(w, h, 3, rgb)?, MAP_SIDE, MAP_SIDE, cancel)?;
         match r.samples {
             crate::raster::Samples::U8(v) => v,
             crate::raster::Samples::U16(_) => return Err(Error::new(Code::Internal, "8-bit resize gave 16 bits")),
@@ -146,11 +150,11 @@ pub fn alpha_mask(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel: &Cancel
         return Err(Error::new(Code::InvalidArgument, format!("an image of {w}x{h} pixels has nothing to segment")));
     }
     cancel.charge(w as u64 * h as u64, &format!("segmentation {model} ({w}x{h})"))?;
-    let mut map = network_map(rt, stem, src, cancel)?;
+    let rgb = rgb8(src);
+    let mut map = network_map_rgb8(rt, stem, &rgb, w, h, cancel)?;
     min_max(&mut map);
     cancel.check()?;
     let coarse = upsample_bilinear(&map, MAP_SIDE, MAP_SIDE, w, h);
-    let rgb = rgb8(src);
     let alpha = guided_filter(Guide::Rgb8(&rgb), &coarse, w, h, GuidedParams::for_mask(w, h))?;
     drop(coarse);
     cancel.check()?;
