@@ -1,5 +1,8 @@
 //! One ONNX node at a time onto Lucent's ops (see the module above for the value model).
 //!
+//! Over 500 lines on purpose: one `match` over the op names, each arm a few lines, reads better in one place than
+//! split by op family.
+//!
 //! Runtime ops taken: Conv (groups, dilation, strides, explicit or auto pads), ConvTranspose
 //! (groups, strides, pads, output_padding), BatchNormalization (folded into the convolution before
 //! it, else a per-channel affine), Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Clip (fused into the
