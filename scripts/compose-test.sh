@@ -42,6 +42,7 @@ declare -a TIMES=()
 step() { echo "== $(date -u +%H:%M:%S) (+$(( $(date +%s) - T0 ))s) $*" >&2; }
 took() { TIMES+=("$1: $(( $(date +%s) - $2 ))s"); echo "   $1 took $(( $(date +%s) - $2 ))s" >&2; }
 fail() { echo "compose-test: FAIL: $*" >&2; exit 1; }
+trap 'echo "compose-test: FAIL at line $LINENO: $BASH_COMMAND (exit $?)" >&2' ERR
 [ -x "$COMPOSE" ] || fail "no podman-compose (python3 -m venv /tmp/pc && /tmp/pc/bin/pip install podman-compose; CS_COMPOSE=...)"
 
 export LUCENT_IMAGE=${CS_IMAGE:-localhost/lucent:test}
@@ -146,8 +147,11 @@ healthy() { # service: run the service's own healthcheck command (compose.yaml's
   esac >/dev/null 2>&1
 }
 for svc in postgres redis s3; do
-  for _ in $(seq 120); do healthy "$svc" && break; sleep 1; done
-  healthy "$svc" || { pm logs --tail 20 "$(cname "$svc")" >&2; fail "$svc not healthy"; }
+  end=$(( $(date +%s) + ${CS_SERVICE_TIMEOUT:-300} )) # initdb on vfs at nice 10 beside other work: minutes
+  until healthy "$svc"; do
+    [ "$(date +%s)" -lt "$end" ] || { pm ps -a --format '{{.Names}} {{.Status}}' >&2; pm logs --tail 20 "$(cname "$svc")" >&2; fail "$svc not healthy"; }
+    sleep 2
+  done
 done
 took services-healthy "$s"
 s=$(date +%s)
@@ -184,7 +188,8 @@ for c in gateway-1 gateway-2 worker-1 worker-2; do
 done
 
 step "API key (lucent keys create inside gateway-1, PostgreSQL)"
-KEY=$(pm exec "$(cname gateway-1)" node /app/bin/lucent.js keys create --coins 100000 --rate 1000 | tail -n 1)
+out=$(pm exec "$(cname gateway-1)" node /app/bin/lucent.js keys create --coins 100000 --rate 1000 2>&1) || fail "keys create: $out"
+KEY=$(tail -n 1 <<< "$out")
 [ -n "$KEY" ] || fail "no key"
 
 api() { curl -fsS -X POST "http://127.0.0.1:$1$2" -H "apikey: $KEY" -H 'content-type: application/json' -d "$3"; }
@@ -209,7 +214,7 @@ st1=$(api "$GW1" /api/task-status "{\"job_id\":\"$JOB\"}")
 curl -fsS -o "$WORK/out" "$(field "$st" res_url)"
 dims=$(ffprobe -v error -show_entries stream=width,height -of csv=p=0 "$WORK/out")
 [ "$dims" = "640,480" ] || fail "photo result is $dims, not 640,480"
-ran=$(for c in worker-1 worker-2; do pm logs "$(cname $c)" 2>&1 | grep -q "$JOB" && echo -n "$c "; done)
+ran=$(for c in worker-1 worker-2; do if pm logs "$(cname $c)" 2>&1 | grep -q "$JOB"; then echo -n "$c "; fi; done)
 echo "   job $JOB submitted on gateway-1, COMPLETED as seen by gateway-2 and gateway-1, result $dims; run by: ${ran:-?}" >&2
 took photo-job "$s"
 
