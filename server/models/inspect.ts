@@ -39,7 +39,7 @@ export function readModelFile(file: string): Buffer {
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new InspectError('not_found', 'no such file')
     throw new InspectError('unreadable', `cannot read: ${(e as Error).message}`)
   }
-  if (st.isDirectory()) throw new InspectError('not_a_file', 'is a directory, not a model file (give the .pth, .pt, .ckpt or .safetensors file itself)')
+  if (st.isDirectory()) throw new InspectError('not_a_file', 'is a directory, not a model file (give the .pth, .pt, .ckpt, .safetensors or .onnx file itself)')
   if (!st.isFile()) throw new InspectError('not_a_file', 'is not a regular file')
   let fd: number
   try {
@@ -116,6 +116,7 @@ const FORMAT_NAMES: Record<string, string> = {
   pytorch: 'PyTorch zip, torch.save',
   'pytorch-legacy': 'PyTorch legacy, torch.save before 1.6',
   safetensors: 'safetensors',
+  onnx: 'ONNX, the graph mapped op by op',
 }
 
 /** The human table: one `label  value` row per line, hyperparameters wrapped as `name=value` pairs. */
@@ -188,7 +189,7 @@ export function runInspectArgs(args: string[], out?: (s: string) => void, errOut
 export function addInspectCommand(models: Command): Command {
   return models.command('inspect')
     .description('say what a model file is (architecture, scale, channels, hyperparameters, format); nothing is stored or run')
-    .argument('<file>', 'a .pth, .pt, .ckpt (PyTorch zip or legacy) or .safetensors file, at most 2 GiB')
+    .argument('<file>', 'a .pth, .pt, .ckpt (PyTorch zip or legacy), .safetensors or .onnx file, at most 2 GiB')
     .option('--json', 'one JSON object: { file, bytes, architecture, format, scale, inChannels, outChannels, params, tags, warnings }')
     .addHelpText('after', `
 Recognised today: ESRGAN / RRDBNet (incl. ESRGAN+ and pixel-unshuffle inputs), Real-ESRGAN Compact,

@@ -42,7 +42,7 @@ export const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
 /** The default name of a model file: its base name, made API-safe. */
 export function nameFromFile(file: string): string {
-  const base = path.basename(file).replace(/\.(pth|pt|ckpt|safetensors|param|bin)$/i, '')
+  const base = path.basename(file).replace(/\.(pth|pt|ckpt|safetensors|onnx|param|bin)$/i, '')
   return base.replace(/[^A-Za-z0-9_.-]+/g, '_').replace(/^[^A-Za-z0-9]+/, '').slice(0, 64) || 'model'
 }
 

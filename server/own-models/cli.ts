@@ -75,7 +75,7 @@ export async function printOwnModels(out: (s: string) => void = (s) => process.s
 
 export function addOwnModelCommands(models: Command): void {
   models.command('add')
-    .description('add a model of your own (PyTorch .pth/.pt/.ckpt, .safetensors, or ncnn .param + .bin): detected, smoke-tested, stored; served by name within seconds')
+    .description('add a model of your own (PyTorch .pth/.pt/.ckpt, .safetensors, ONNX .onnx, or ncnn .param + .bin): detected, smoke-tested, stored; served by name within seconds')
     .argument('<file>', 'the model file (ncnn: the .param, with its .bin beside it)')
     .option('--name <name>', 'API model_name (default: the file name); never a catalog model\'s')
     .option('--kind <kind>', 'photo, video or both', 'both')

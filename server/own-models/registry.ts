@@ -115,7 +115,7 @@ export function asCatalogModels(m: OwnModel): CatalogModel[] {
  * from before used (content-addressed, possibly shared).
  */
 export function storageKey(sha256: string, format: string, addId?: string): string {
-  return `m/own/${sha256}${addId ? `.${addId}` : ''}.${format === 'ncnn' ? 'param' : format === 'safetensors' ? 'safetensors' : 'pth'}`
+  return `m/own/${sha256}${addId ? `.${addId}` : ''}.${format === 'ncnn' ? 'param' : format === 'safetensors' || format === 'onnx' ? format : 'pth'}`
 }
 /** The .bin beside an ncnn model's .param. */
 export const ncnnBinKey = (paramKey: string) => paramKey.replace(/\.param$/, '.bin')
@@ -405,7 +405,7 @@ function sweepOrphans(dir: string, inUse: Set<string>, idleBefore: number): void
     return
   }
   for (const n of names) {
-    const sha = /^([0-9a-f]{64})\.(pth|safetensors|param|bin)$/.exec(n)?.[1]
+    const sha = /^([0-9a-f]{64})\.(pth|safetensors|onnx|param|bin)$/.exec(n)?.[1]
     if (sha && !inUse.has(sha) && lastHandOut([path.join(dir, n)]) <= idleBefore) fs.rmSync(path.join(dir, n), { force: true })
   }
 }

@@ -61,7 +61,7 @@ const ModelEntry = Type.Object({
   price: Type.Union([PhotoPrice, VideoPrice]),
   own: Type.Optional(Type.Object({
     architecture: Type.String({ description: "spandrel's architecture id (ESRGAN, Compact, SPAN, PLKSR ...) or ncnn" }),
-    format: Type.String({ description: 'pytorch, pytorch-legacy, safetensors or ncnn' }),
+    format: Type.String({ description: 'pytorch, pytorch-legacy, safetensors, onnx or ncnn' }),
     sha256: Type.String(),
   }, { description: "Extension: present on the operator's own models (`lucent models add`), absent on the catalog's" })),
   limits: Type.Object({
