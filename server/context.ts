@@ -21,6 +21,7 @@ import { Authenticator } from './auth.js'
 import { Metrics } from './metrics.js'
 import { SqliteStore } from './store/sqlite.js'
 import { OwnModels } from './own-models/registry.js'
+import { SEG_MODELS } from './segmentation.js'
 import { InstalledNetworks } from './models/installed.js'
 import { readCatalog } from './catalog.js'
 import path from 'node:path'
@@ -98,7 +99,8 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
       releaseAfterMs: config.jobTimeoutMs,
       forget: pool ? async (p) => { const r = await pool.forgetNetwork(p); return r.ok && r.forgotten } : undefined,
     }),
-    installed: role.runsJobs ? new InstalledNetworks(config.modelDir, readCatalog().filter((m) => m.available).flatMap((m) => m.networks)) : null,
+    // the catalog's networks and the segmentation models' (server/segmentation.ts: not catalog entries)
+    installed: role.runsJobs ? new InstalledNetworks(config.modelDir, [...readCatalog().filter((m) => m.available).flatMap((m) => m.networks), ...SEG_MODELS.map((m) => m.network)]) : null,
     async workers() {
       return registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : []
     },

@@ -30,6 +30,8 @@ export interface Prices extends Record<PhotoPriceClass, Tiers> {
   premiumFactor: number
   /** The `interp` video class (frame_interpolation alone). */
   interpFactor: number
+  /** Background removal (server/segmentation.ts): [upper bound in upright INPUT megapixels (exclusive), coins]. */
+  segmentation: Tiers
 }
 
 const DEFAULT_PRICES: Prices = {
@@ -41,13 +43,14 @@ const DEFAULT_PRICES: Prices = {
   fpsOver60Factor: 4,
   premiumFactor: 2,
   interpFactor: 1,
+  segmentation: [[4, 5], [12, 10], [24, 15], [null, 20]],
 }
 
 export function loadPrices(file?: string): Prices {
   if (!file) return DEFAULT_PRICES
   const o = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<Prices>
   const p: Prices = { ...DEFAULT_PRICES, ...o, video: { ...DEFAULT_PRICES.video, ...(o.video ?? {}) } }
-  for (const k of PhotoPriceClass.enum) {
+  for (const k of [...PhotoPriceClass.enum, 'segmentation'] as const) {
     const t = p[k]
     if (!Array.isArray(t) || t.length === 0 || t.some((r) => !Array.isArray(r) || !(r[0] === null || typeof r[0] === 'number') || !Number.isInteger(r[1]) || r[1] < 0)) {
       throw new Error(`LUCENT_PRICES: ${k} must be [[upperMP|null, coins], ...]`)
@@ -59,6 +62,11 @@ export function loadPrices(file?: string): Prices {
 /** A photo price class's table in the shape GET /api/models publishes (server/price-rules.ts PhotoPriceTable). */
 export function photoTable(prices: Prices, priceClass: PhotoPriceClass): { unit: 'output_megapixels'; tiers: Array<PhotoPriceTable['tiers'][number]> } {
   return { unit: 'output_megapixels', tiers: prices[priceClass].map(([below, coins]) => ({ below_mp: below, coins })) }
+}
+
+/** The background-removal table in the shape GET /api/models publishes (tiers by the upright input's megapixels). */
+export function segmentationTable(prices: Prices): { unit: 'input_megapixels'; tiers: Array<PhotoPriceTable['tiers'][number]> } {
+  return { unit: 'input_megapixels', tiers: prices.segmentation.map(([below, coins]) => ({ below_mp: below, coins })) }
 }
 
 /** Video price tiers by the output's short side (inclusive upper bound in px; null = no bound), ascending. */

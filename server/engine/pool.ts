@@ -14,7 +14,7 @@ import { Piscina } from 'piscina'
 import type { Config } from '../config.js'
 import type { EngineInfo, EngineOptions, EnhanceOptions, FramesOptions } from './addon.js'
 import { engineSettings } from './options.js'
-import type { EngineTask, EnhanceReply, ForgetReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, ThreadData, ToMain, ToThread } from './protocol.js'
+import type { EngineTask, EnhanceReply, ForgetReply, FramesReply, InitReply, InterpReply, InterpTask, ReplyTo, SegmentReply, SegmentTask, ThreadData, ToMain, ToThread } from './protocol.js'
 
 /** piscina's rejection of the task whose thread exited (made in the main thread, so its properties survive), or the
  *  pool's own error for it when it has one (`code: 'engine_thread_died'`). */
@@ -110,6 +110,12 @@ export class EnginePool {
    *  batch), RIFE v4.6, scene cuts copied (the addon's interpolateFrames). The frame buffer is transferred. */
   interpolateFrames(frames: Buffer, options: InterpTask['options'], call: EngineCall = {}): Promise<InterpReply> {
     return this.call((port) => ({ op: 'interp', input: transferable(frames), port, options }), call)
+  }
+
+  /** Background removal of one photo (the addon's segment()): the matted RGBA image and the grey mask. The input is
+   *  transferred. */
+  segment(input: Buffer, options: SegmentTask['options'], call: EngineCall = {}): Promise<SegmentReply> {
+    return this.call((port) => ({ op: 'segment', input: transferable(input), port, options }), call)
   }
 
   private async call<T extends Extract<EngineTask, { port: unknown }>>(make: (port: MessagePort) => T, call: EngineCall): Promise<ReplyTo<T>> {

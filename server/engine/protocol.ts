@@ -27,9 +27,11 @@ export interface InterpTask {
   /** `budget`: work units (interpolated frames x their megapixels) this call may spend; absent: unbounded. */
   options: { width: number; height: number; count: number; positions: number[]; budget?: number }
 }
+/** Background removal of one photo (the addon's segment: u2netp / u2net; server/jobs/segment.ts). */
+export interface SegmentTask { op: 'segment'; input: Uint8Array; port: MessagePort; options: { model: string; format?: string; budget?: number } }
 /** Drop a loaded own-model network (the addon's forgetNetwork; the engine is one per process). */
 export interface ForgetTask { op: 'forget'; path: string }
-export type EngineTask = InitTask | EnhanceTask | FramesTask | InterpTask | ForgetTask
+export type EngineTask = InitTask | EnhanceTask | FramesTask | InterpTask | SegmentTask | ForgetTask
 
 export interface Failure { ok: false; error_code: EngineErrorCode; message: string }
 
@@ -41,9 +43,12 @@ export type FramesReply = { ok: true; data: Uint8Array; width: number; height: n
 
 export type InterpReply = { ok: true; data: Uint8Array; width: number; height: number; count: number; cuts: number[]; work?: number } | Failure
 
+/** `data`: the matted image (RGBA in `format`), `mask`: the grey PNG, both at the upright photo's size. */
+export type SegmentReply = { ok: true; data: Uint8Array; mask: Uint8Array; width: number; height: number; format: string; ms: number; work: number } | Failure
+
 export type ForgetReply = { ok: true; forgotten: boolean } | Failure
 
-export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply; interp: InterpReply; forget: ForgetReply }
+export interface Replies { init: InitReply; enhance: EnhanceReply; frames: FramesReply; interp: InterpReply; segment: SegmentReply; forget: ForgetReply }
 export type ReplyTo<T extends EngineTask> = Replies[T['op']]
 
 /** Main thread -> engine thread, on a running task's port. */

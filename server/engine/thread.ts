@@ -88,6 +88,15 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
     return moved({ ok: true as const, data: owned(r.data), width: r.width, height: r.height, count: r.count, cuts: r.cuts, work: r.work })
   },
 
+  // Background removal (server/jobs/segment.ts): two result buffers, both moved back.
+  async segment(task) {
+    const a = engine()
+    const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
+    const r = await a.segment(input, task.options, abortOn(task.port))
+    const reply = { ok: true as const, data: owned(r.data), mask: owned(r.mask), width: r.width, height: r.height, format: r.format, ms: r.ms, work: r.work }
+    return move({ [transferableSymbol]: [reply.data.buffer, reply.mask.buffer], [valueSymbol]: reply }) as unknown as typeof reply
+  },
+
   async forget(task) {
     return { ok: true, forgotten: engine().forgetNetwork(task.path) }
   },

@@ -37,6 +37,7 @@ export function workUnits(job: TypedJob): number | null {
   if (!(width > 0 && height > 0)) return null
   const mp = (width * height) / 1e6
   if (job.kind === 'photo') return mp
+  if (job.kind === 'segment') return (job.params.upright.width * job.params.upright.height) / 1e6
   const plan = job.params.plan
   if (plan) {
     const n = plan.srFrames > 0 ? plan.srFrames : plan.rifeFrames || plan.frames

@@ -117,7 +117,7 @@ export interface DeliveryDeps {
  *  when the job names none. `local`: the result as this process still has it (photo bytes, the encoded video
  *  file); else (a delivery resumed after a restart) it is read from storage. `cleanup` runs when it is over. */
 export function deliveryFor(d: DeliveryDeps, job: TypedJob, resultKey: string, local?: PutBody, cleanup?: () => Promise<unknown>): Deliver | undefined {
-  const url = job.params.output_put_url
+  const url = 'output_put_url' in job.params ? job.params.output_put_url : undefined // segmentation jobs take none
   if (!url || !d.outputPut) return undefined
   const put = d.outputPut
   const type = contentTypeFor(path.extname(resultKey).slice(1))

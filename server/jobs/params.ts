@@ -58,22 +58,38 @@ export const VideoParams = Type.Object({
 })
 export type VideoParams = Static<typeof VideoParams>
 
+/** Background removal (POST /api/image-segmentation, server/segmentation.ts): the model is the job's `model`. */
+export const SegmentParams = Type.Object({
+  /** Engine output format of the matted image (png, webp, tiff, tga, heif). */
+  format: Type.String(),
+  /** The requested extension (normalised, no dot). */
+  ext: Type.String(),
+  return_type: Type.Union([Type.Literal('matted'), Type.Literal('mask'), Type.Literal('all')]),
+  input: Type.Object({ format: Type.String(), ...Size.properties }),
+  /** The sides the engine works at (EXIF orientation applied): the price and the work budget's basis. */
+  upright: Size,
+})
+export type SegmentParams = Static<typeof SegmentParams>
+
 /** A new job as a route submits it: the kind decides the parameters' type. */
-export type JobSpec = { kind: 'photo'; params: PhotoParams } | { kind: 'video'; params: VideoParams }
+export type JobSpec = { kind: 'photo'; params: PhotoParams } | { kind: 'video'; params: VideoParams } | { kind: 'segment'; params: SegmentParams }
 
 /** A stored job whose parameters have been checked against their kind's schema. */
 export type TypedJob = Omit<Job, 'kind' | 'params'> & JobSpec
 export type PhotoJob = Extract<TypedJob, { kind: 'photo' }>
 export type VideoJob = Extract<TypedJob, { kind: 'video' }>
+export type SegmentJob = Extract<TypedJob, { kind: 'segment' }>
 
 const checkPhoto = Compile(PhotoParams)
 const checkVideo = Compile(VideoParams)
+const checkSegment = Compile(SegmentParams)
 
 /** The job with typed parameters, or a message naming the first problem (a row this version cannot run). */
 export function decodeJob(job: Job): TypedJob | string {
   const { kind, params } = job
   if (kind === 'photo' && checkPhoto.Check(params)) return { ...job, kind, params }
   if (kind === 'video' && checkVideo.Check(params)) return { ...job, kind, params }
-  const e = (kind === 'photo' ? checkPhoto : checkVideo).Errors(params)[0]
+  if (kind === 'segment' && checkSegment.Check(params)) return { ...job, kind, params }
+  const e = (kind === 'photo' ? checkPhoto : kind === 'segment' ? checkSegment : checkVideo).Errors(params)[0]
   return `job parameters do not match the ${job.kind} schema: ${e ? `${e.instancePath || '/'} ${e.message}` : 'invalid'}`
 }

@@ -1,5 +1,5 @@
 /**
- * Runs one delivered job: lifecycle.start() -> the photo or video runner (photo.ts, video.ts) -> the run
+ * Runs one delivered job: lifecycle.start() -> the photo, video or segmentation runner (photo.ts, video.ts, segment.ts) -> the run
  * settled through the lifecycle (completed, failed, released). The queue calls the function makeRunner()
  * returns once per delivery of a job id. A job whose result is already stored (its delivery to output_put_url
  * was cut by a shutdown or crash) is not run again: its result is delivered and the job completes.
@@ -13,12 +13,13 @@
 import { deliveryFor } from './output-put.js'
 import { isThreadDeath } from '../engine/pool.js'
 import { settleAborted, type JobLifecycle, type Run } from './lifecycle.js'
-import type { PhotoJob, VideoJob } from './params.js'
+import type { PhotoJob, SegmentJob, VideoJob } from './params.js'
 import { runPhoto, type PhotoRunnerDeps } from './photo.js'
 import { runVideo, type VideoRunnerDeps } from './video.js'
+import { runSegment, type SegmentRunnerDeps } from './segment.js'
 import { runObserved } from '../observability/run.js'
 
-export type RunnerDeps = PhotoRunnerDeps & VideoRunnerDeps & {
+export type RunnerDeps = PhotoRunnerDeps & VideoRunnerDeps & SegmentRunnerDeps & {
   jobs: JobLifecycle
   /** Shared queue (BullMQ): true = hand an unexpected exception of this attempt back to the queue, which
    *  retries it with backoff, instead of failing the job now. Engine failures (deterministic) always fail. */
@@ -32,6 +33,7 @@ export type RunOutcome = 'none' | 'ended' | 'released'
 
 const isPhoto = (r: Run): r is Run<PhotoJob> => r.job.kind === 'photo'
 const isVideo = (r: Run): r is Run<VideoJob> => r.job.kind === 'video'
+const isSegment = (r: Run): r is Run<SegmentJob> => r.job.kind === 'segment'
 
 export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome> {
   return async function run(jobId) {
@@ -45,6 +47,7 @@ export function makeRunner(d: RunnerDeps): (jobId: string) => Promise<RunOutcome
           await r.complete(key, deliveryFor({ ...d, tmpDir: d.video.tmpDir }, r.job, key))
         } else if (isPhoto(r)) await runPhoto(d, r)
         else if (isVideo(r)) await runVideo(d, r)
+        else if (isSegment(r)) await runSegment(d, r)
       } catch (e) {
         if (r.signal.aborted) await settleAborted(r)
         else if (!d.retry && isThreadDeath(e)) {

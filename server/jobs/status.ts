@@ -14,6 +14,7 @@ import { BoundedCache } from '../cache.js'
 import { CANCELED_CODE } from '../errors.js'
 import type { JobStatusRow } from '../store/types.js'
 import type { MediaStorage } from '../storage/types.js'
+import { segLinks } from '../segmentation.js'
 
 export interface TaskStatusData {
   job_id: string; status: string; progress: number; original_url: string; consume_coins: number
@@ -22,6 +23,8 @@ export interface TaskStatusData {
   reason?: 'canceled'; eta_seconds?: number; queue_position?: number
   /** Extension: the PUT to the job's output_put_url (server/jobs/output-put.ts). */
   output_put?: { status: 'pending' | 'delivered' | 'failed'; http_status: number | null; attempts: number; error: string | null }
+  /** Background removal (server/segmentation.ts): the grey mask (return_type mask / all) and the thumbnail (all). */
+  mask_url?: string; thumbnail_url?: string
 }
 
 /** Kept links (original, result) stay valid as long as the objects are kept. */
@@ -37,7 +40,14 @@ export function taskStatusData(job: JobStatusRow, storage: Pick<MediaStorage, 's
     original_url: storage.signedGetUrl(job.originalKey, job.createdAt + RETENTION_MS),
     consume_coins: job.coins,
   }
-  if (job.status === 'COMPLETED' && job.resultKey) data.res_url = storage.signedGetUrl(job.resultKey, (job.completedAt ?? job.createdAt) + RETENTION_MS)
+  if (job.status === 'COMPLETED' && job.resultKey) {
+    const until = (job.completedAt ?? job.createdAt) + RETENTION_MS
+    data.res_url = storage.signedGetUrl(job.resultKey, until)
+    // a segmentation job's extra files (named by its result key: seg/<id>/subject.<return_type>.<ext>); none on other jobs
+    const seg = segLinks(job.resultKey)
+    if (seg?.mask) data.mask_url = storage.signedGetUrl(seg.mask, until)
+    if (seg?.thumbnail) data.thumbnail_url = storage.signedGetUrl(seg.thumbnail, until)
+  }
   if (job.status === 'ERROR') {
     data.error_code = job.errorCode ?? 100500006
     data.message = job.errorMessage ?? ''

@@ -1,4 +1,4 @@
-/** POST /api/photo-enhancer, /api/video-enhancer (with an optional Idempotency-Key: idempotency.ts),
+/** POST /api/photo-enhancer, /api/video-enhancer, /api/image-segmentation (with an optional Idempotency-Key: idempotency.ts),
  *  /api/task-status, /api/task-cancel (extension). */
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -14,7 +14,7 @@ import { displaySize } from '../video/job.js'
 import { planVideo, readVideo, PlanError } from '../video/plan.js'
 import { loadToFile, photoFacts, readHead, withPhotoInput } from '../input.js'
 import { ok, type Lucent } from '../context.js'
-import { JobCreated, PhotoBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
+import { JobCreated, PhotoBody, SegmentBody, TaskStatus, TaskStatusBody, VideoBody, conflictResponses, errorResponses } from './schemas.js'
 import { IdempotencyHeaders, idempotencyOf, lookup, replayAnswer } from './idempotency.js'
 import type { JobStatusRow, NewJob } from '../store/types.js'
 import type { WebhookSub } from '../store/webhooks.js'
@@ -28,6 +28,9 @@ import { checkOutputPutUrl, outputPutAnswer } from '../jobs/output-put.js'
 import { ownPin } from '../own-models/registry.js'
 import { checkJobsInFlight, quotaError } from './quota.js'
 import { measureInput } from './presigned.js'
+import { SEG_MODELS, SEG_OUTPUT_FORMATS, segCoins, segModel } from '../segmentation.js'
+import { segmentationTable } from '../pricing.js'
+import { runnableBy } from '../models/installed.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -167,6 +170,54 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       }, commit, hook)
       if (!target) return created
       return { ...created, data: { ...created.data, model_name: run.name, output_width: output.width, output_height: output.height } }
+    }))
+  })
+
+  // Background removal (issue 31; server/segmentation.ts): the photo path's input rules (fetch policy, pre-signed
+  // uploads measured, formats, EXIF orientation, the 70 MP limit) and the usual submission (debit, queue, refunds).
+  app.post('/api/image-segmentation', {
+    schema: {
+      summary: 'Submit a background-removal job', tags: ['jobs'], security: [{ apikey: [] }], body: SegmentBody, headers: IdempotencyHeaders,
+      response: { 200: JobCreated, ...conflictResponses },
+    },
+  }, async (req) => {
+    const b = req.body
+    const idempotency = idempotencyOf('/api/image-segmentation', req.headers, b)
+    const replay = await lookup(l, req.apiKey!.id, idempotency)
+    if (replay) return armed(l, replay)
+    await checkJobsInFlight(l, req.apiKey!.id)
+    const returnType = b.return_type ?? 'matted'
+    // u2net where a live worker holds its file, else u2netp (server/models/installed.ts: the workers' `missing`)
+    const model = b.model_name === undefined
+      ? segModel(runnableBy([SEG_MODELS[1].network], await l.workers().catch(() => [])) ? 'u2net' : 'u2netp')!
+      : segModel(b.model_name)
+    if (!model) throw new ApiError(110400005)
+    const ext = normExt(b.extension ?? '.png')
+    const format = ext ? photoFormat(ext) : undefined
+    if (!ext || !format || !SEG_OUTPUT_FORMATS.has(format)) throw new ApiError(110400007)
+    // `all` makes a thumbnail with ffmpeg (server/jobs/segment.ts): refused before anything is debited without it
+    if (returnType === 'all') {
+      const missingTools = await missingVideoTools(l.config.video)
+      if (missingTools) throw new ApiError(100500005, { detail: missingTools })
+    }
+    const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
+    await measureInput(l, b.file_url, 'photo', req.apiKey!.id)
+    return withQueueSlot(l, req.apiKey!.id, (commit) => withPhotoInput(b.file_url, l.config, l.storage, async (input) => {
+      const { sn, upright } = await photoFacts(input.file, input.size, l.config)
+      if (!sn || sn.kind !== 'image' || !PHOTO_INPUT_FORMATS.has(sn.format) || !sn.width || !sn.height || !upright) throw new ApiError(110400007)
+      if (sn.width * sn.height > model.limits.maxInMP * 1e6) throw new ApiError(110400009)
+      const coins = segCoins(segmentationTable(l.prices), upright.width, upright.height)
+      const id = newJobId()
+      const originalKey = `o/${id}.${sn.format}`
+      await l.storage.putStream(originalKey, fs.createReadStream(input.file), contentTypeFor(sn.format), Number.MAX_SAFE_INTEGER)
+      return submit(l, {
+        id, keyId: req.apiKey!.id, kind: 'segment', model: model.name, coins, originalKey, idempotency,
+        params: {
+          format, ext, return_type: returnType,
+          input: { format: sn.format, width: sn.width, height: sn.height },
+          upright: { width: upright.width, height: upright.height },
+        },
+      }, commit, hook)
     }))
   })
 

@@ -1,6 +1,7 @@
 /**
  * GET /api/models: the catalog as clients see it (every photo and video model of api.md: kind, family, scale,
- * price table, limits, a one-line description, whether this deployment can run it) plus the accepted formats.
+ * price table, limits, a one-line description, whether this deployment can run it) plus the accepted formats;
+ * then the background-removal models (kind `segmentation`, server/segmentation.ts: u2netp, u2net).
  *
  * Public (no Apikey): it says nothing that /docs and docs/ do not (names, limits, the price tables in
  * force), and the playground shows it before a key is entered. The answer is built once per process (prices
@@ -25,7 +26,8 @@ import { runnableBy } from '../models/installed.js'
 import { asCatalogModels } from '../own-models/registry.js'
 import type { OwnModel } from '../store/own-models.js'
 import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
-import { photoTable, videoTable, type Prices } from '../pricing.js'
+import { photoTable, segmentationTable, videoTable, type Prices } from '../pricing.js'
+import { SEG_MODELS } from '../segmentation.js'
 import { INTERP_LIMITS } from '../video/interp.js'
 import { ok } from '../context.js'
 import { Envelope } from './schemas.js'
@@ -48,9 +50,16 @@ const VideoPrice = Type.Object({
   fps_over_60_factor: Type.Number({ description: 'multiplies coins_per_second above 60 fps of interpolated output (fps / slowmo), instead of fps_over_30_factor' }),
   minimum_coins: Type.Integer(),
 })
+const SegmentationPrice = Type.Object({
+  unit: Type.Literal('input_megapixels'),
+  tiers: Type.Array(Type.Object({
+    below_mp: Type.Union([Type.Number(), Type.Null()], { description: "exclusive upper bound of the input's size in megapixels (EXIF orientation applied); null = no bound" }),
+    coins: Type.Integer(),
+  }), { description: 'coins per image, ascending; the first tier whose bound the input is below sets the price' }),
+}, { description: 'background removal (kind segmentation)' })
 const ModelEntry = Type.Object({
   name: Type.String(),
-  kind: Type.Union([Type.Literal('photo'), Type.Literal('video')]),
+  kind: Type.Union([Type.Literal('photo'), Type.Literal('video'), Type.Literal('segmentation')], { description: 'segmentation: POST /api/image-segmentation (model_name)' }),
   family: Type.String({ description: "api.md's family name" }),
   scale: Type.Integer({ description: 'output side = input side x scale (video: the usual resolution is input x scale)' }),
   family_scales: Type.Array(Type.Integer(), { description: "the scales of this model's family, ascending (photos: the output-size extension, target_width / target_height / scale, runs the next one at or above the size asked for, then resamples)" }),
@@ -58,7 +67,7 @@ const ModelEntry = Type.Object({
   aliases: Type.Array(Type.String()),
   description: Type.String(),
   available: Type.Boolean({ description: "false: accepted by the API, but no worker can run it now (the engine's catalog cannot, or its model files are not installed: the job ends in ERROR, refunded)" }),
-  price: Type.Union([PhotoPrice, VideoPrice]),
+  price: Type.Union([PhotoPrice, VideoPrice, SegmentationPrice]),
   own: Type.Optional(Type.Object({
     architecture: Type.String({ description: "spandrel's architecture id (ESRGAN, Compact, SPAN, PLKSR ...) or ncnn" }),
     format: Type.String({ description: 'pytorch, pytorch-legacy, safetensors, onnx or ncnn' }),
@@ -124,6 +133,16 @@ export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog
   }
 }
 
+/** The background-removal models (server/segmentation.ts; not catalog entries), listed after every other model;
+ *  `available(network)`: some live worker holds the network's file. */
+export function segmentationEntries(prices: Prices, available: (network: string) => boolean): ModelsAnswer['models'] {
+  return SEG_MODELS.map((m) => ({
+    name: m.name, kind: 'segmentation' as const, family: 'Background Removal', scale: 1, family_scales: [1], category: 'segmentation',
+    aliases: [], description: m.description, available: available(m.network), price: segmentationTable(prices),
+    limits: { max_input_mp: m.limits.maxInMP, max_output_mp: m.limits.maxInMP },
+  }))
+}
+
 /** How long the workers' `missing` lists are reused before they are read again (the registry is in Redis). */
 export const AVAILABILITY_MS = 5000
 
@@ -132,22 +151,24 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
   let built = ''
   let body = ok(modelsData(app.lucent.prices, catalog))
   let etag = ''
-  let checked: { at: number; catalog: CatalogModel[] } | null = null
+  let checked: { at: number; catalog: CatalogModel[]; segAvailable: (network: string) => boolean } | null = null
   /** The catalog with `available` false where no live worker holds the model's networks. */
   const installedCatalog = async (): Promise<CatalogModel[]> => {
     if (checked && Date.now() - checked.at < AVAILABILITY_MS) return checked.catalog
     const workers = await app.lucent.workers().catch(() => null)
     const now = workers === null ? catalog : catalog.map((m) => (m.available && !runnableBy(m.networks, workers) ? { ...m, available: false } : m))
-    checked = { at: Date.now(), catalog: now }
+    checked = { at: Date.now(), catalog: now, segAvailable: (n) => workers === null || runnableBy([n], workers) }
     return now
   }
   // rebuilt when the operator's own models change (server/own-models/registry.ts generation) or availability does
   const current = async () => {
     const own = app.lucent.ownModels
     const cat = await installedCatalog()
-    const key = `${own.generation}:${cat.filter((m) => !m.available).map((m) => `${m.kind}/${m.name}`).join(',')}`
+    const segMissing = SEG_MODELS.filter((m) => !checked!.segAvailable(m.network)).map((m) => m.name)
+    const key = `${own.generation}:${cat.filter((m) => !m.available).map((m) => `${m.kind}/${m.name}`).join(',')}:${segMissing.join(',')}`
     if (built !== key) {
-      body = ok(modelsData(app.lucent.prices, cat, own.list()))
+      const data = modelsData(app.lucent.prices, cat, own.list())
+      body = ok({ ...data, models: [...data.models, ...segmentationEntries(app.lucent.prices, checked!.segAvailable)] })
       etag = `"${crypto.hash('sha256', JSON.stringify(body), 'base64url').slice(0, 27)}"`
       built = key
     }

@@ -56,6 +56,17 @@ export const VideoBody = Type.Object({
   })),
 }, { description: 'Unknown extra fields are ignored' })
 
+/** POST /api/image-segmentation (background removal; the official MCP client's field names). */
+export const SegmentBody = Type.Object({
+  file_url: Type.String({ description: 'http(s) URL of the image, or an access_url/url from the upload facility' }),
+  return_type: Type.Optional(Type.Union([Type.Literal('matted'), Type.Literal('mask'), Type.Literal('all')], {
+    default: 'matted', description: 'matted: the subject on a transparent background (res_url); mask: also mask_url; all: also thumbnail_url',
+  })),
+  model_name: Type.Optional(Type.String({ description: 'Extension: u2netp (small) or u2net (full; the default where installed, else u2netp)' })),
+  extension: Type.Optional(Type.String({ default: '.png', description: 'Extension: the matted image format: .png .webp .tiff .tga .heif (formats with alpha)' })),
+  ...callbackFields,
+}, { description: 'Unknown extra fields are ignored' })
+
 export const JobCreated = Envelope(Type.Object({
   job_id: Type.String(), consume_coins: Type.Integer(),
   // Extension, only when the submission asked for an output size:
@@ -87,6 +98,8 @@ export const TaskStatus = Envelope(Type.Object({
   eta_seconds: Type.Optional(Type.Integer({ minimum: 0, description: 'Running job: seconds until it is expected to finish, from measured throughput per model and backend; absent when unknown' })),
   queue_position: Type.Optional(Type.Integer({ minimum: 1, description: 'Waiting job: 1 = next to start' })),
   output_put: Type.Optional(OutputPut),
+  mask_url: Type.Optional(Type.String({ description: 'Background removal (return_type mask / all): the 8-bit grey mask (PNG) of the subject' })),
+  thumbnail_url: Type.Optional(Type.String({ description: 'Background removal (return_type all): the matted image scaled to 256 px on its long side (PNG)' })),
 }))
 
 export const PresignItem = Type.Object({

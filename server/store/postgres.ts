@@ -10,7 +10,7 @@
  */
 import pg from 'pg'
 import { pgTx } from './pg-tx.js'
-import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
+import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobKind, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { PgWebhooks, WEBHOOK_MIGRATION_PG, WEBHOOK_MIGRATION_PG_2 } from './webhooks-postgres.js'
 import { OWN_MODELS_MIGRATION_PG, OWN_MODELS_MIGRATION_PG_2, PgOwnModels } from './own-models.js'
 import { PgQuotas, QUOTAS_MIGRATION_PG, QUOTAS_PRESIGNED_MIGRATION_PG } from './quotas-postgres.js'
@@ -125,7 +125,7 @@ const MIGRATION_LOCK = 0x6c7563656e74 // 'lucent'
 
 interface KeyRow { id: string; hash: string; coins: number; trial_total: number; trial_left: number; expires_at: number | null; rate: number | null; revoked: boolean; created_at: number }
 interface JobRow {
-  id: string; key_id: string; kind: 'photo' | 'video'; model: string; params: Record<string, unknown>; status: JobStatus; progress: number; coins: number
+  id: string; key_id: string; kind: JobKind; model: string; params: Record<string, unknown>; status: JobStatus; progress: number; coins: number
   trial: boolean; refunded: boolean; original_key: string; result_key: string | null; error_code: number | null; error_message: string | null
   attempts: number; created_at: number; updated_at: number; completed_at: number | null
 }

@@ -2,7 +2,7 @@
 import Database from 'better-sqlite3'
 import fs from 'node:fs'
 import path from 'node:path'
-import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
+import { IDEMPOTENCY_MS, type ApiKey, type DebitResult, type IdempotentJob, type Job, type JobKind, type JobStatus, type JobStatusRow, type LedgerEntry, type NewJob, type OutputPutState, type Store, type Throughput } from './types.js'
 import { SqliteWebhooks, WEBHOOK_SCHEMA_SQLITE } from './webhooks-sqlite.js'
 import { OWN_MODELS_SCHEMA_SQLITE, SqliteOwnModels } from './own-models.js'
 import { AUDIT_SCHEMA_SQLITE } from './audit.js'
@@ -101,7 +101,7 @@ function addLedgerReason(db: Database.Database): void {
 
 interface KeyRow { id: string; hash: string; coins: number; trial_total: number; trial_left: number; expires_at: number | null; rate: number | null; revoked: number; created_at: number }
 interface JobRow {
-  id: string; key_id: string; kind: 'photo' | 'video'; model: string; params: string; status: JobStatus; progress: number; coins: number; trial: number
+  id: string; key_id: string; kind: JobKind; model: string; params: string; status: JobStatus; progress: number; coins: number; trial: number
   refunded: number; original_key: string; result_key: string | null; error_code: number | null; error_message: string | null; attempts: number
   created_at: number; updated_at: number; completed_at: number | null
 }

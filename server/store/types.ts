@@ -11,7 +11,7 @@ import type { ApiKey, JobStatus, LedgerEntry } from './rows.js'
 // the rows that the store's own modules also read (./rows.ts: no import cycle with ./audit.ts)
 export type { ApiKey, JobStatus, LedgerEntry }
 
-export type JobKind = 'photo' | 'video'
+export type JobKind = 'photo' | 'video' | 'segment'
 
 export interface Job {
   id: string

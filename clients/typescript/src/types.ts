@@ -96,6 +96,10 @@ export interface TaskStatus {
   /** Extension: a waiting job's place in the queue (1 = next). */
   queue_position?: number
   output_put?: OutputPut
+  /** Background removal (return_type mask / all): the 8-bit grey mask (PNG). */
+  mask_url?: string
+  /** Background removal (return_type all): the matted image scaled to 256 px on its long side (PNG). */
+  thumbnail_url?: string
 }
 
 /** The statuses of TaskStatus.status. */
@@ -140,9 +144,16 @@ export interface VideoPrice {
   minimum_coins: number
 }
 
+/** Background removal: coins per image by the input's megapixels. */
+export interface SegmentationPrice {
+  unit: 'input_megapixels'
+  tiers: Array<{ below_mp: number | null; coins: number }>
+}
+
 export interface ModelInfo {
   name: string
-  kind: 'photo' | 'video'
+  /** segmentation: POST /api/image-segmentation. */
+  kind: 'photo' | 'video' | 'segmentation'
   family: string
   scale: number
   /** The scales of the model's family, ascending (output sizes: the next one at or above is run, then resampled). */
@@ -151,7 +162,7 @@ export interface ModelInfo {
   aliases: string[]
   description: string
   available: boolean
-  price: PhotoPrice | VideoPrice
+  price: PhotoPrice | VideoPrice | SegmentationPrice
   /** Extension: present on the operator's own models (bring your own model), absent on the catalog's. */
   own?: { architecture: string; format: string; sha256: string }
   limits: {

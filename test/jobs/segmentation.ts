@@ -1,0 +1,156 @@
+/**
+ * POST /api/image-segmentation (background removal, issue 31) end to end with the real engine (u2netp on
+ * data/test-models, a real photo of /work/shared/data/photos): matted / mask / all through task-status, the
+ * price debited, a broken input refunded, the request's validation codes, a hostile key's inputs refused as the
+ * photo path refuses them, and GET /api/models listing the two models with `available`.
+ */
+import t from 'tap'
+import fs from 'node:fs'
+import path from 'node:path'
+import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, modelDir, repoRoot, sharedData } from '../helper.js'
+import { sniff } from '../../server/media/sniff.js'
+import type { FastifyInstance } from 'fastify'
+
+const dir = path.resolve(repoRoot, modelDir ?? 'data/test-models')
+const skip = !addonBuilt ? 'native addon not built'
+  : !fs.existsSync(path.join(dir, 'seg/u2netp.onnx')) ? `no seg/u2netp.onnx in ${dir}`
+  : !fs.existsSync(path.join(sharedData, 'photos/OST_009.png')) ? 'shared photos absent' : false
+if (skip && process.env.CI) throw new Error(`CI: ${skip}`)
+
+/** A PNG's IHDR: bit depth and colour type (0 grey, 2 RGB, 4 grey+alpha, 6 RGBA). */
+const ihdr = (b: Buffer) => ({ depth: b[24], colorType: b[25] })
+
+async function finished(app: FastifyInstance, key: string, jobId: string) {
+  return waitFor(async () => {
+    const d = (await post(app, '/api/task-status', key, { job_id: jobId })).json().data
+    return d.status !== 'CONVERTING' && d
+  }, 300_000, 100)
+}
+
+async function fetchLink(app: FastifyInstance, url: string) {
+  const u = new URL(url)
+  const r = await app.inject({ method: 'GET', url: u.pathname + u.search })
+  return { status: r.statusCode, type: r.headers['content-type'], body: r.rawPayload }
+}
+
+const errorOf = (r: { statusCode: number; json(): any }) => ({ status: r.statusCode, code: r.json().error_code })
+
+t.test('matted, mask and all through the API on a real photo; priced, debited once', { skip }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const url = srv.shared('photos/OST_009.png') // 448 x 640 RGB: 0.29 MP, the first tier (5 coins)
+
+  // matted (the default return_type): res_url only
+  const a = await post(app, '/api/image-segmentation', key, { file_url: url })
+  t.equal(a.statusCode, 200, a.body)
+  t.same(Object.keys(a.json()), ['code', 'message', 'data'])
+  t.match(a.json(), { code: 200, message: 'OK', data: { job_id: /^[0-9a-f]{32}$/, consume_coins: 5 } })
+  t.same(Object.keys(a.json().data), ['job_id', 'consume_coins'], 'the photo answer, nothing added')
+  const da = await finished(app, key, a.json().data.job_id)
+  t.equal(da.status, 'COMPLETED', JSON.stringify(da))
+  t.notOk('mask_url' in da || 'thumbnail_url' in da, 'matted: no mask, no thumbnail')
+  const ra = await fetchLink(app, da.res_url)
+  t.equal(ra.status, 200)
+  t.equal(ra.type, 'image/png')
+  t.match(sniff(ra.body), { kind: 'image', format: 'png', width: 448, height: 640 })
+  t.same(ihdr(ra.body), { depth: 8, colorType: 6 }, 'RGBA, 8 bits')
+  t.equal((await app.lucent.store.getJob(a.json().data.job_id))?.model, 'u2netp', 'default: u2netp where u2net is not installed')
+
+  // mask: res_url + mask_url (grey PNG of the photo's size)
+  const m = await post(app, '/api/image-segmentation', key, { file_url: url, return_type: 'mask', model_name: 'u2netp' })
+  t.equal(m.statusCode, 200)
+  const dm = await finished(app, key, m.json().data.job_id)
+  t.equal(dm.status, 'COMPLETED')
+  t.notOk('thumbnail_url' in dm)
+  const mask = await fetchLink(app, dm.mask_url)
+  t.equal(mask.status, 200)
+  t.equal(mask.type, 'image/png')
+  t.match(sniff(mask.body), { format: 'png', width: 448, height: 640 })
+  t.same(ihdr(mask.body), { depth: 8, colorType: 0 }, 'grey, 8 bits')
+
+  // all + webp: the matted image as webp, the mask, a thumbnail of 256 px on the long side
+  const al = await post(app, '/api/image-segmentation', key, { file_url: url, return_type: 'all', extension: '.webp' })
+  t.equal(al.statusCode, 200)
+  const dl = await finished(app, key, al.json().data.job_id)
+  t.equal(dl.status, 'COMPLETED', JSON.stringify(dl))
+  const rl = await fetchLink(app, dl.res_url)
+  t.equal(rl.type, 'image/webp')
+  t.match(sniff(rl.body), { format: 'webp', width: 448, height: 640 })
+  t.match(sniff((await fetchLink(app, dl.mask_url)).body), { format: 'png', width: 448, height: 640 })
+  const th = await fetchLink(app, dl.thumbnail_url)
+  t.equal(th.status, 200)
+  t.match(sniff(th.body), { format: 'png', width: 179, height: 256 }, 'thumbnail: smaller, aspect kept')
+  t.same(ihdr(th.body), { depth: 8, colorType: 6 }, 'thumbnail keeps the alpha')
+
+  t.equal(await balance(app, id), 85, '3 jobs x 5 coins')
+  const ledger = await app.lucent.store.ledger(id)
+  t.same(ledger.map((e) => e.kind).sort(), ['debit', 'debit', 'debit', 'grant'])
+
+  // GET /api/models: the two models, kind segmentation, the price table charged above, available as installed
+  const models = (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as any[]
+  const seg = models.filter((x) => x.kind === 'segmentation')
+  t.same(seg.map((x) => x.name), ['u2netp', 'u2net'])
+  t.equal(seg[0].available, true, 'u2netp installed')
+  t.equal(seg[1].available, fs.existsSync(path.join(dir, 'seg/u2net.onnx')), 'u2net: as its file')
+  t.same(seg[0].price, { unit: 'input_megapixels', tiers: [{ below_mp: 4, coins: 5 }, { below_mp: 12, coins: 10 }, { below_mp: 24, coins: 15 }, { below_mp: null, coins: 20 }] })
+  t.equal(seg[0].limits.max_input_mp, 70)
+})
+
+t.test('a broken input ends in ERROR, refunded; bad requests answer the API codes, nothing debited', { skip }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const good = png(64, 64)
+  const cut = good.subarray(0, good.length - 40) // the header sniffs, the pixels do not decode
+  const r = await post(app, '/api/image-segmentation', key, { file_url: srv.put('cut.png', cut) })
+  t.equal(r.statusCode, 200)
+  t.equal(r.json().data.consume_coins, 5)
+  const d = await finished(app, key, r.json().data.job_id)
+  t.equal(d.status, 'ERROR')
+  t.equal(d.error_code, 100400002, 'decode failed')
+  t.notOk('res_url' in d || 'mask_url' in d)
+  t.equal(await balance(app, id), 100, 'refunded in full (no progress)')
+
+  const url = srv.shared('photos/0014.jpg')
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, return_type: 'cutout' })), { status: 403, code: 100403000 }, 'bad return_type: the validation answer')
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, model_name: 'general_4x' })), { status: 400, code: 110400005 }, 'unknown model')
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, model_name: '../sr/x' })), { status: 400, code: 110400005 })
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, extension: '.jpg' })), { status: 400, code: 110400007 }, 'jpg holds no alpha')
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, extension: '.exe' })), { status: 400, code: 110400007 })
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { return_type: 'mask' })), { status: 403, code: 100403000 }, 'file_url required')
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: srv.put('t.txt', Buffer.from('not an image')) })), { status: 400, code: 110400007 })
+  t.equal(await balance(app, id), 100, 'nothing debited for refused requests')
+})
+
+t.test("a hostile key: a private address and a forged link to another key's result are refused as the photo path refuses them", { skip }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const victim = await createKey(app, { coins: 100 })
+  const v = await post(app, '/api/image-segmentation', victim.key, { file_url: srv.shared('photos/0014.jpg'), return_type: 'mask' })
+  const dv = await finished(app, victim.key, v.json().data.job_id)
+  t.equal(dv.status, 'COMPLETED')
+  const attacker = await createKey(app, { coins: 100 })
+  const both = async (url: string) => {
+    const s = await post(app, '/api/image-segmentation', attacker.key, { file_url: url })
+    const p = await post(app, '/api/photo-enhancer', attacker.key, { model_name: 'general_2x', img_url: url, extension: '.png' })
+    return { seg: errorOf(s), photo: errorOf(p) }
+  }
+  // the victim's mask link with its signature altered (guessing another key's files): refused as for photos
+  const forged = new URL(dv.mask_url)
+  forged.searchParams.set('s', 'A'.repeat((forged.searchParams.get('s') ?? 'x').length))
+  const f = await both(forged.href)
+  t.same(f.seg, f.photo)
+  t.equal(f.seg.status, 400)
+  // another job's file named with the victim's signature: refused
+  const swapped = dv.mask_url.replace(/\/mask\.png/, '/thumbnail.png')
+  const s = await both(swapped)
+  t.same(s.seg, s.photo)
+  t.equal(s.seg.status, 400)
+  // a private address (loopback, not allowed any more)
+  app.lucent.config.fetchAllow = []
+  const p = await both(srv.shared('photos/0014.jpg'))
+  t.same(p.seg, p.photo)
+  t.equal(p.seg.status, 400)
+  t.equal(await balance(app, attacker.id), 100, 'nothing debited')
+})
