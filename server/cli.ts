@@ -8,6 +8,7 @@
  *   admin      `admin token`: a new admin token and its LUCENT_ADMIN_TOKEN_SHA256 entry
  *   models     model files: list, fetch, verify, inspect (server/models/); your own models: add, remove (server/own-models/)
  *   enhance    the engine in this process on files, folders and globs (server/enhance/)
+ *   segment    background removal in this process on files, folders and globs (server/enhance/segment.ts)
  *   bench      times the engine alone (the Rust `lucent-native bench` binary); `native` passes anything to it
  *   config     the settings in effect and where each came from (server/settings.ts), secrets masked
  *   adapters   the GPU adapters wgpu sees, with the index LUCENT_ADAPTER=#N chooses
@@ -207,6 +208,7 @@ addOwnModelCommands(models)
 const enhance = await import('./enhance/command.js')
 if (process.argv.slice(2).includes('enhance')) await enhance.loadCatalog() // its help lists the models
 program.addCommand(enhance.enhanceCommand().copyInheritedSettings(program))
+program.addCommand((await import('./enhance/segment.js')).segmentCommand().copyInheritedSettings(program))
 
 program.command('bench')
   .description('time the engine alone (the Rust `lucent-native bench` binary built by npm run build:native)')

@@ -8,7 +8,8 @@ import { Command, Option, InvalidArgumentError } from 'commander'
 import { loadConfig } from '../config.js'
 import { photoExtensions, videoOutputExtensions, photoFormat, normExt } from '../media/formats.js'
 import type { EnhanceSettings, ItemError } from './engine.js'
-import type { Mode } from './report.js'
+import type { Mode, Reporter } from './report.js'
+import type { Summary } from './batch.js'
 import type { OwnForEnhance } from '../own-models/registry.js'
 
 const posInt = (name: string, max = Number.MAX_SAFE_INTEGER) => (v: string): number => {
@@ -117,8 +118,8 @@ Examples:
   return cmd
 }
 
-function usage(msg: string): number {
-  process.stderr.write(`lucent enhance: ${msg}\n`)
+export function usage(msg: string, command = 'enhance'): number {
+  process.stderr.write(`lucent ${command}: ${msg}\n`)
   return 2
 }
 
@@ -138,8 +139,7 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   if (o.videoModel && !videoModel(o.videoModel) && !own?.video) return usage(`unknown video model ${o.videoModel}`)
   const size = { scale: o.scale, width: o.width, height: o.height }
   // the engine side is loaded only when the command runs (`lucent --help` and the other commands stay quick)
-  const [{ openEngine }, { runBatch }, { removePartsSync, UsageError }, { reporter }] = await Promise.all([
-    import('./engine.js'), import('./batch.js'), import('./files.js'), import('./report.js')])
+  const [{ openEngine }, { runBatch }] = await Promise.all([import('./engine.js'), import('./batch.js')])
   const config = loadConfig()
   const settings: EnhanceSettings = {
     model: o.model, videoModel: o.videoModel, format: o.format, videoFormat: o.videoFormat, quality: o.quality,
@@ -153,8 +153,22 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
     const err = e as ItemError
     return usage(`cannot start the engine: ${err.errorCode ?? ''} ${err.message}`)
   }
-  const mode: Mode = o.json ? 'json' : process.stderr.isTTY && process.stdout.isTTY ? 'tty' : 'plain'
-  const emit = reporter(mode)
+  return runReported('enhance', !!o.json, (emit, signal, parts) => runBatch({
+    inputs, out: path.resolve(o.out), recursive: !!o.recursive, overwrite: !!o.overwrite, jobs: o.jobs, settings,
+    addon: engine.addon, engine: { backend: engine.info.backend, adapter: engine.info.adapter }, signal, parts, emit,
+  }))
+}
+
+/**
+ * A batch command's run, shared by `lucent enhance` and `lucent segment` (segment.ts): the reporter (--json, a
+ * terminal, plain), Ctrl-C / SIGTERM (the first aborts the batch, a second exits at once, temporaries removed),
+ * bad usage found on disk, and the exit code (0, 1 a file failed, 2 bad usage, 130 / 143 interrupted).
+ */
+export async function runReported(command: string, json: boolean,
+  batch: (emit: Reporter, signal: AbortSignal, parts: Set<string>) => Promise<Summary>): Promise<number> {
+  const [{ removePartsSync, UsageError }, { reporter }] = await Promise.all([import('./files.js'), import('./report.js')])
+  const mode: Mode = json ? 'json' : process.stderr.isTTY && process.stdout.isTTY ? 'tty' : 'plain'
+  const emit = reporter(mode, command)
   const ac = new AbortController()
   const parts = new Set<string>()
   let signalled: NodeJS.Signals | null = null
@@ -170,14 +184,11 @@ async function enhanceAction(inputs: string[], o: Opts): Promise<number> {
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
   try {
-    const s = await runBatch({
-      inputs, out: path.resolve(o.out), recursive: !!o.recursive, overwrite: !!o.overwrite, jobs: o.jobs, settings,
-      addon: engine.addon, engine: { backend: engine.info.backend, adapter: engine.info.adapter }, signal: ac.signal, parts, emit,
-    })
+    const s = await batch(emit, ac.signal, parts)
     if (signalled) return signalled === 'SIGINT' ? 130 : 143
     return s.failed ? 1 : 0
   } catch (e) {
-    if (e instanceof UsageError) return usage(`${e.message}\nhint: ${e.hint}`)
+    if (e instanceof UsageError) return usage(`${e.message}\nhint: ${e.hint}`, command)
     throw e
   } finally {
     process.off('SIGINT', onSignal)

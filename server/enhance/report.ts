@@ -1,5 +1,5 @@
 /**
- * How `lucent enhance` shows a batch (events from batch.ts):
+ * How `lucent enhance` and `lucent segment` show a batch (events from batch.ts):
  * - `json`: one JSON object per line on stdout, every event but per-file progress (for scripts);
  * - `tty`: a progress bar on stderr (cli-progress: counts, current file, throughput, ETA), failures printed above
  *   it, then the summary on stdout;
@@ -32,14 +32,14 @@ export function jsonReporter(write: (s: string) => void = (s) => process.stdout.
   }
 }
 
-export function plainReporter(write: (s: string) => void = (s) => process.stdout.write(s)): Reporter {
+export function plainReporter(write: (s: string) => void = (s) => process.stdout.write(s), command = 'enhance'): Reporter {
   return (e) => {
     switch (e.event) {
       case 'start':
-        write(`lucent enhance: ${e.total} file(s), ${e.ignored} ignored; model ${e.model}; engine ${e.backend} (${e.adapter}); output ${rel(e.out)}\n`)
+        write(`lucent ${command}: ${e.total} file(s), ${e.ignored} ignored; model ${e.model}; engine ${e.backend} (${e.adapter}); output ${rel(e.out)}\n`)
         break
       case 'done':
-        write(`done  ${rel(e.input)} -> ${rel(e.output)} ${e.width}x${e.height} ${Math.round(e.ms)} ms\n`)
+        write(`done  ${rel(e.input)} -> ${rel(e.output)}${e.mask ? ` + ${rel(e.mask)}` : ''} ${e.width}x${e.height} ${Math.round(e.ms)} ms\n`)
         break
       case 'skipped':
         write(`skip  ${rel(e.input)} (exists: ${rel(e.output)})\n`)
@@ -55,7 +55,7 @@ export function plainReporter(write: (s: string) => void = (s) => process.stdout
 }
 
 /** The terminal display: one bar of files finished (done + skipped + failed) and the running file's percentage. */
-export function ttyReporter(stream: NodeJS.WriteStream = process.stderr): Reporter {
+export function ttyReporter(stream: NodeJS.WriteStream = process.stderr, command = 'enhance'): Reporter {
   const multi = new cliProgress.MultiBar({
     stream,
     format: '{bar} {value}/{total} files | {rate} files/s | ETA {left} | {pct}% {file}',
@@ -83,7 +83,7 @@ export function ttyReporter(stream: NodeJS.WriteStream = process.stderr): Report
         t0 = performance.now()
         total = e.total
         bar = multi.create(e.total, 0, payload('', 0))
-        multi.log(`lucent enhance: ${e.total} file(s), ${e.ignored} ignored; model ${e.model}; engine ${e.backend} (${e.adapter})\n`)
+        multi.log(`lucent ${command}: ${e.total} file(s), ${e.ignored} ignored; model ${e.model}; engine ${e.backend} (${e.adapter})\n`)
         break
       case 'begin':
         bar?.update(finished, payload(e.input, 0))
@@ -108,6 +108,6 @@ export function ttyReporter(stream: NodeJS.WriteStream = process.stderr): Report
   }
 }
 
-export function reporter(mode: Mode): Reporter {
-  return mode === 'json' ? jsonReporter() : mode === 'tty' ? ttyReporter() : plainReporter()
+export function reporter(mode: Mode, command = 'enhance'): Reporter {
+  return mode === 'json' ? jsonReporter() : mode === 'tty' ? ttyReporter(undefined, command) : plainReporter(undefined, command)
 }

@@ -13,7 +13,7 @@ const version = JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 
 t.test('lucent --help and --version', async (t) => {
   const h = lucent(['--help'])
   t.equal(h.status, 0)
-  for (const c of ['serve', 'keys', 'models', 'enhance', 'bench', 'native']) t.match(h.stdout, new RegExp(`^  ${c}\\b`, 'm'), `lists ${c}`)
+  for (const c of ['serve', 'keys', 'models', 'enhance', 'segment', 'bench', 'native']) t.match(h.stdout, new RegExp(`^  ${c}\\b`, 'm'), `lists ${c}`)
   t.match(h.stdout, /Examples:/)
   for (const flag of ['--version', '-V']) {
     const v = lucent([flag])
