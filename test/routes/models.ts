@@ -62,6 +62,9 @@ function checkPrices(t: Test, models: Entry[], prices: Prices) {
   t.pass(`${n} prices computed from the answer's tables equal server/pricing.ts`)
 }
 
+/** The catalog's entries of an answer (the background-removal models, kind segmentation, follow them: test/jobs/segmentation.ts). */
+const catalogOnly = (models: Array<Entry | { kind: 'segmentation' }>): Entry[] => models.filter((m): m is Entry => m.kind !== 'segmentation')
+
 t.test('every catalog model with kind, scale, limits and the prices in force; no key needed', async (t) => {
   const app = await build(t)
   const r = await app.inject({ method: 'GET', url: '/api/models' })
@@ -69,7 +72,7 @@ t.test('every catalog model with kind, scale, limits and the prices in force; no
   const body = r.json()
   t.equal(body.code, 200)
   t.equal(body.message, 'OK')
-  const models = body.data.models as Entry[]
+  const models = catalogOnly(body.data.models)
   t.same(models.filter((m) => m.kind === 'photo').map((m) => m.name).sort(), [...PHOTO_MODELS.keys()].sort(), 'every photo model of api.md')
   t.same(models.filter((m) => m.kind === 'video').map((m) => m.name).sort(), [...VIDEO_MODELS.keys()].sort(), 'every video model of api.md')
   for (const e of models) {
@@ -117,7 +120,7 @@ t.test('every catalog model with kind, scale, limits and the prices in force; no
 
 t.test("the engine's catalog: every entry listed with its description and availability", { skip: !addonBuilt && 'native addon not built' }, async (t) => {
   const app = await build(t)
-  const models = (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as Entry[]
+  const models = catalogOnly((await app.inject({ method: 'GET', url: '/api/models' })).json().data.models)
   const addon = createRequire(import.meta.url)('@lucent/native') as { catalog(): Array<{ name: string; kind: string; scale: number; description: string; available: boolean }> }
   const engine = addon.catalog()
   t.ok(engine.length >= 24)
@@ -142,7 +145,7 @@ t.test('LUCENT_PRICES tables are what the answer shows', async (t) => {
   const custom = { enhance: [[4, 5], [null, 99]], generative: [[10, 1], [20, 2]], video: { '1080p': 100 }, fpsOver30Factor: 3, premiumFactor: 5 }
   fs.writeFileSync(file, JSON.stringify(custom))
   const app = await build(t, { LUCENT_PRICES: file })
-  const models = (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as Entry[]
+  const models = catalogOnly((await app.inject({ method: 'GET', url: '/api/models' })).json().data.models)
   t.same(models.find((m) => m.name === 'general_4x')!.price.tiers, [{ below_mp: 4, coins: 5 }, { below_mp: null, coins: 99 }])
   checkPrices(t, models, app.lucent.prices)
   t.equal(photoFromTable(models.find((m) => m.name === 'generative_4x')!, 50e6), 2, 'beyond the last bound: the last tier')
@@ -179,7 +182,7 @@ t.test('available: false for a model whose files were never fetched, true once t
     fs.symlinkSync(path.join(modelDir, e.path), path.join(dir, e.path))
   }
   const app = await build(t, { LUCENT_MODEL_DIR: dir })
-  const get = async () => (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as Entry[]
+  const get = async () => catalogOnly((await app.inject({ method: 'GET', url: '/api/models' })).json().data.models)
   const before = await get()
   const dat = before.filter((m) => /^high_fidelity_v2_/.test(m.name))
   t.equal(dat.length, 2)
