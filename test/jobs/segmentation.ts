@@ -7,7 +7,8 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, modelDir, repoRoot, sharedData } from '../helper.js'
+import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, modelDir, repoRoot, sharedData, tempDir } from '../helper.js'
+import { loadPrices } from '../../server/pricing.js'
 import { sniff } from '../../server/media/sniff.js'
 import type { FastifyInstance } from 'fastify'
 
@@ -153,4 +154,52 @@ t.test("a hostile key: a private address and a forged link to another key's resu
   t.same(p.seg, p.photo)
   t.equal(p.seg.status, 400)
   t.equal(await balance(app, attacker.id), 100, 'nothing debited')
+})
+
+t.test('LUCENT_PRICES sets the segmentation table: charged by upright input megapixels and shown in GET /api/models', { skip }, async (t) => {
+  const file = path.join(await tempDir(t), 'prices.json')
+  fs.writeFileSync(file, JSON.stringify({ segmentation: [[0.1, 3], [1, 7], [null, 11]] }))
+  const app = await build(t, { LUCENT_PRICES: file })
+  app.lucent.queue.pause()
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const small = await post(app, '/api/image-segmentation', key, { file_url: srv.shared('photos/0014.jpg') }) // 179 x 179: 0.03 MP
+  t.equal(small.json().data.consume_coins, 3)
+  const mid = await post(app, '/api/image-segmentation', key, { file_url: srv.shared('photos/OST_009.png'), return_type: 'all' }) // 0.29 MP
+  t.equal(mid.json().data.consume_coins, 7)
+  t.equal(await balance(app, id), 90)
+  const seg = ((await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as any[]).filter((x) => x.kind === 'segmentation')
+  t.same(seg[1].price.tiers, [{ below_mp: 0.1, coins: 3 }, { below_mp: 1, coins: 7 }, { below_mp: null, coins: 11 }])
+  fs.writeFileSync(file, JSON.stringify({ segmentation: [[1, -1]] }))
+  t.throws(() => loadPrices(file), /segmentation/, 'a bad table stops the start')
+})
+
+t.test('u2net asked for where its file is not installed: the job ends model_missing (100500005), refunded in full', { skip: skip || (fs.existsSync(path.join(dir, 'seg/u2net.onnx')) && 'u2net installed here') }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const r = await post(app, '/api/image-segmentation', key, { file_url: srv.shared('photos/0014.jpg'), model_name: 'u2net' })
+  t.equal(r.statusCode, 200)
+  const d = await finished(app, key, r.json().data.job_id)
+  t.equal(d.status, 'ERROR')
+  t.equal(d.error_code, 100500005, 'model missing: the service')
+  t.equal(await balance(app, id), 100)
+})
+
+t.test('the work budget: a job whose stored sides claim less than its file holds stops with 110400015, charged only its progress', { skip }, async (t) => {
+  const app = await build(t)
+  app.lucent.queue.pause()
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const r = await post(app, '/api/image-segmentation', key, { file_url: srv.shared('photos/OST_009.png') })
+  const jobId = r.json().data.job_id as string
+  // the params as a tampered store row would hold them: a 40 x 30 picture (budget 0.0013 MP; the file holds 0.29 MP)
+  const db = (app.lucent.store as unknown as { db: { prepare(s: string): { run(...a: unknown[]): unknown } } }).db
+  const job = (await app.lucent.store.getJob(jobId))!
+  db.prepare('UPDATE jobs SET params = ? WHERE id = ?').run(JSON.stringify({ ...job.params, upright: { width: 40, height: 30 } }), jobId)
+  app.lucent.queue.resume()
+  const d = await finished(app, key, jobId)
+  t.equal(d.status, 'ERROR')
+  t.equal(d.error_code, 110400015, 'stopped by the meter before the network ran')
+  t.equal(await balance(app, id), 100, 'no progress: all back (the money policy)')
 })
