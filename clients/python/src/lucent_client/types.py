@@ -48,6 +48,8 @@ class TaskStatus(TypedDict):
     eta_seconds: NotRequired[float]
     queue_position: NotRequired[int]
     output_put: NotRequired[OutputPut]
+    mask_url: NotRequired[str]  # background removal, return_type mask / all
+    thumbnail_url: NotRequired[str]  # background removal, return_type all
 
 
 class LedgerRow(TypedDict):
@@ -72,7 +74,7 @@ class Account(TypedDict):
 
 class ModelInfo(TypedDict):
     name: str
-    kind: str  # photo | video
+    kind: str  # photo | video | segmentation
     family: str
     scale: float
     family_scales: List[float]
