@@ -90,7 +90,7 @@ t.test('a missing model file: exit 2 before anything is written, with the comman
   t.match(bad.stderr, /Allowed choices are u2net, u2netp/)
 })
 
-t.test('a mask is never written over an input; two files whose outputs meet: the later one fails', { skip }, async (t) => {
+t.test('a mask is never written over an input; --format webp; two files whose outputs meet: the later one fails', { skip }, async (t) => {
   const dir = await tempDir(t, 'lucent-segment-')
   fs.copyFileSync(photo, path.join(dir, 'a.jpg'))
   fs.writeFileSync(path.join(dir, 'a.mask.png'), 'an input of its own')
@@ -100,6 +100,12 @@ t.test('a mask is never written over an input; two files whose outputs meet: the
   t.match(r.stderr, /the output of a\.jpg would be the input a\.mask\.png/)
   t.equal(fs.readFileSync(path.join(dir, 'a.mask.png'), 'utf8'), 'an input of its own')
   t.same(listFiles(dir), ['a.jpg', 'a.mask.png'])
+  // the same file alone: the WebP cutout, with its alpha
+  const w = lucent(['segment', 'a.jpg', '--out', 'webp', '--format', 'webp', '--json'], dir)
+  t.equal(w.status, 0, w.stderr)
+  t.match(events(w.stdout).find((e) => e.event === 'done'), { output: path.join(dir, 'webp', 'a.webp'), width: 179, height: 179 })
+  t.same(listFiles(path.join(dir, 'webp')), ['a.webp'])
+  t.match(probe(path.join(dir, 'webp', 'a.webp')), { width: 179, height: 179, pix_fmt: /^(argb|rgba|bgra|yuva420p)$/ }, 'a WebP with alpha')
 
   // in a folder: b.mask.png's cutout and b.png's mask are the same file under --out
   fs.mkdirSync(path.join(dir, 'in'))
