@@ -1,7 +1,7 @@
 /**
  * GET /api/models: the catalog as clients see it (every photo and video model of api.md: kind, family, scale,
  * price table, limits, a one-line description, whether this deployment can run it) plus the accepted formats;
- * then the background-removal models (kind `segmentation`, server/segmentation.ts: u2netp, u2net).
+ * the background-removal models (kind `segmentation`, server/segmentation.ts: u2netp, u2net) follow the catalog's.
  *
  * Public (no Apikey): it says nothing that /docs and docs/ do not (names, limits, the price tables in
  * force), and the playground shows it before a key is entered. The answer is built once per process (prices
@@ -133,7 +133,8 @@ export function modelsData(prices: Prices, catalog: CatalogModel[] = readCatalog
   }
 }
 
-/** The background-removal models (server/segmentation.ts; not catalog entries), listed after every other model;
+/** The background-removal models (server/segmentation.ts; not catalog entries), listed after the catalog's models
+ *  (before the operator's own);
  *  `available(network)`: some live worker holds the network's file. */
 export function segmentationEntries(prices: Prices, available: (network: string) => boolean): ModelsAnswer['models'] {
   return SEG_MODELS.map((m) => ({
@@ -168,7 +169,9 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const key = `${own.generation}:${cat.filter((m) => !m.available).map((m) => `${m.kind}/${m.name}`).join(',')}:${segMissing.join(',')}`
     if (built !== key) {
       const data = modelsData(app.lucent.prices, cat, own.list())
-      body = ok({ ...data, models: [...data.models, ...segmentationEntries(app.lucent.prices, checked!.segAvailable)] })
+      // the catalog's models, the segmentation models, then the operator's own
+      const seg = segmentationEntries(app.lucent.prices, checked!.segAvailable)
+      body = ok({ ...data, models: [...data.models.slice(0, cat.length), ...seg, ...data.models.slice(cat.length)] })
       etag = `"${crypto.hash('sha256', JSON.stringify(body), 'base64url').slice(0, 27)}"`
       built = key
     }
