@@ -120,13 +120,20 @@ pub(super) fn space_to_depth(b: &mut Builder, n: &NodeProto) -> Result<()> {
     if shape[1] % r != 0 || shape[2] % r != 0 {
         bail!(Code::ModelInvalid, "SpaceToDepth by {r} of a {}x{} input", shape[2], shape[1]);
     }
+    one_hot_conv(b, n, x, shape, r, |ci, dy, dx| (dy * r + dx) * c + ci)
+}
+
+/// A stride-r convolution with one-hot weights taking input pixel (r·y + dy, r·x + dx) of channel
+/// `ci` to output channel `oc(ci, dy, dx)` (exact): SpaceToDepth and pixel unshuffle, which differ
+/// only in the channel order. Input sides must be multiples of r (the description's `size_multiple`).
+fn one_hot_conv(b: &mut Builder, n: &NodeProto, x: usize, shape: [usize; 3], r: usize, oc: impl Fn(usize, usize, usize) -> usize) -> Result<()> {
+    let c = shape[0];
     let o = c * r * r;
     let mut w = vec![0f32; o * c * r * r];
     for ci in 0..c {
         for dy in 0..r {
             for dx in 0..r {
-                let oc = (dy * r + dx) * c + ci;
-                w[((oc * c + ci) * r + dy) * r + dx] = 1.0;
+                w[((oc(ci, dy, dx) * c + ci) * r + dy) * r + dx] = 1.0;
             }
         }
     }
@@ -239,35 +246,5 @@ fn unshuffle(b: &mut Builder, n: &NodeProto, x: usize, shape: [usize; 3], r: usi
     if o > 4096 {
         bail!(Code::ModelInvalid, "pixel unshuffle to {o} channels");
     }
-    let mut w = vec![0f32; o * c * r * r];
-    for ci in 0..c {
-        for dy in 0..r {
-            for dx in 0..r {
-                let oc = ci * r * r + dy * r + dx;
-                w[((oc * c + ci) * r + dy) * r + dx] = 1.0;
-            }
-        }
-    }
-    b.size_multiple = b.size_multiple.max(1) * r / gcd(b.size_multiple.max(1), r);
-    let conv = Conv {
-        num_output: o,
-        num_input: c,
-        group: 1,
-        kernel_w: r,
-        kernel_h: r,
-        dilation_w: 1,
-        dilation_h: 1,
-        stride_w: r,
-        stride_h: r,
-        pad: Padding::Explicit { left: 0, right: 0, top: 0, bottom: 0 },
-        pad_value: 0.0,
-        output_pad_right: 0,
-        output_pad_bottom: 0,
-        output_w: 0,
-        output_h: 0,
-        weight: w,
-        bias: None,
-        activation: Activation::None,
-    };
-    emit(b, n, "Convolution", Op::Conv(conv), &[x], [o, shape[1] / r, shape[2] / r])
+    one_hot_conv(b, n, x, shape, r, |ci, dy, dx| ci * r * r + dy * r + dx)
 }
