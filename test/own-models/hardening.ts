@@ -24,9 +24,9 @@ import { OWN_MODELS_SCHEMA_SQLITE, type OwnModel } from '../../server/store/own-
 import Database from 'better-sqlite3'
 import { addModel, removeModel } from '../../server/own-models/admin.js'
 import { OwnModels, modelIdentity, type OwnModelsOptions, type Release } from '../../server/own-models/registry.js'
-import { loadAddon } from '../../server/engine/addon.js'
 import type { MediaStorage } from '../../server/storage/types.js'
 import type { FastifyInstance } from 'fastify'
+import { adminDeps } from '../support/own-models.js'
 
 const skip = !addonBuilt && 'native addon not built'
 const goldens = path.join(repoRoot, 'native/models/tests/goldens')
@@ -34,14 +34,7 @@ const COMPACT_X4 = path.join(goldens, 'compact_x4_nf16_nc2.0.pth')
 const UNSHUFFLE_X2 = path.join(goldens, 'esrgan_unshuffle2_x2_nf8_nb1.0.pth')
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex')
 
-function deps(app: FastifyInstance, storage: MediaStorage = app.lucent.storage) {
-  const engine = () => {
-    const a = loadAddon()
-    a.init({ modelDir: app.lucent.config.modelDir, backend: 'cpu' })
-    return a
-  }
-  return { config: app.lucent.config, store: app.lucent.store, storage, engine }
-}
+const deps = adminDeps
 
 async function done(app: FastifyInstance, key: string, jobId: string) {
   return waitFor(async () => {

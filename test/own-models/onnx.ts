@@ -11,6 +11,7 @@ import { build, createKey, post, png, inputServer, addonBuilt, waitFor, repoRoot
 import { addModel } from '../../server/own-models/admin.js'
 import { loadAddon } from '../../server/engine/addon.js'
 import type { FastifyInstance } from 'fastify'
+import { adminDeps } from '../support/own-models.js'
 
 const root = path.join(repoRoot, 'native/models/tests')
 const ONNX = path.join(root, 'onnx/compact_x4.onnx')
@@ -22,14 +23,7 @@ const onnxRead = (() => {
 const skip = !addonBuilt ? 'native addon not built' : !onnxRead ? 'the built addon does not read ONNX (npm run build:native)' : false
 if (skip && process.env.CI) throw new Error(`CI: ${skip}`)
 
-function deps(app: FastifyInstance) {
-  const engine = () => {
-    const a = loadAddon()
-    a.init({ modelDir: app.lucent.config.modelDir, backend: 'cpu' })
-    return a
-  }
-  return { config: app.lucent.config, store: app.lucent.store, storage: app.lucent.storage, engine }
-}
+const deps = adminDeps
 
 async function result(app: FastifyInstance, key: string, jobId: string): Promise<Buffer> {
   const d = await waitFor(async () => {

@@ -16,20 +16,14 @@ import { zipStored } from '../support/zip.js'
 import { loadAddon } from '../../server/engine/addon.js'
 import { hasFfmpeg, makeVideo } from '../support/enhance-cli.js'
 import type { FastifyInstance } from 'fastify'
+import { adminDeps } from '../support/own-models.js'
 
 const skip = !addonBuilt && 'native addon not built'
 const goldens = path.join(repoRoot, 'native/models/tests/goldens')
 const COMPACT_X4 = path.join(goldens, 'compact_x4_nf16_nc2.0.pth')
 const UNSHUFFLE_X2 = path.join(goldens, 'esrgan_unshuffle2_x2_nf8_nb1.0.pth')
 
-function deps(app: FastifyInstance) {
-  const engine = () => {
-    const a = loadAddon()
-    a.init({ modelDir: app.lucent.config.modelDir, backend: 'cpu' })
-    return a
-  }
-  return { config: app.lucent.config, store: app.lucent.store, storage: app.lucent.storage, engine }
-}
+const deps = adminDeps
 
 async function done(app: FastifyInstance, key: string, jobId: string) {
   return waitFor(async () => {
