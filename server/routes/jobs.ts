@@ -195,6 +195,11 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const ext = normExt(b.extension ?? '.png')
     const format = ext ? photoFormat(ext) : undefined
     if (!ext || !format || !SEG_OUTPUT_FORMATS.has(format)) throw new ApiError(110400007)
+    // the thumbnail is scaled from the matted image by ffmpeg, which reads no HEIF
+    if (returnType === 'all' && format === 'heif') {
+      const why = 'return_type all: the thumbnail is made from the matted image, which ffmpeg cannot read as HEIF: ask for .png, .webp, .tiff or .tga'
+      throw new ApiError(110400007, { detail: why, hint: why })
+    }
     // `all` makes a thumbnail with ffmpeg (server/jobs/segment.ts): refused before anything is debited without it
     if (returnType === 'all') {
       const missingTools = await missingVideoTools(l.config.video)

@@ -119,6 +119,7 @@ t.test('a broken input ends in ERROR, refunded; bad requests answer the API code
   t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, model_name: '../sr/x' })), { status: 400, code: 110400005 })
   t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, extension: '.jpg' })), { status: 400, code: 110400007 }, 'jpg holds no alpha')
   t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, extension: '.exe' })), { status: 400, code: 110400007 })
+  t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: url, extension: '.heif', return_type: 'all' })), { status: 400, code: 110400007 }, 'no thumbnail from HEIF')
   t.same(errorOf(await post(app, '/api/image-segmentation', key, { return_type: 'mask' })), { status: 403, code: 100403000 }, 'file_url required')
   t.same(errorOf(await post(app, '/api/image-segmentation', key, { file_url: srv.put('t.txt', Buffer.from('not an image')) })), { status: 400, code: 110400007 })
   t.equal(await balance(app, id), 100, 'nothing debited for refused requests')
