@@ -7,6 +7,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
+import { execFileSync } from 'node:child_process'
 import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, modelDir, repoRoot, sharedData, tempDir } from '../helper.js'
 import { loadPrices } from '../../server/pricing.js'
 import { sniff } from '../../server/media/sniff.js'
@@ -203,4 +204,34 @@ t.test('the work budget: a job whose stored sides claim less than its file holds
   t.equal(d.status, 'ERROR')
   t.equal(d.error_code, 110400015, 'stopped by the meter before the network ran')
   t.equal(await balance(app, id), 100, 'no progress: all back (the money policy)')
+})
+
+/** A JPEG start: SOI, APP0, an APP1 Exif segment with IFD0 { Orientation = o } (big-endian), to put before a JPEG's
+ *  own segments (as test/routes/output-size.ts does). */
+function exifOrientationSegment(o: number): Buffer {
+  const tiff = Buffer.alloc(8 + 2 + 12 + 4)
+  tiff.write('MM', 0, 'latin1')
+  tiff.writeUInt16BE(42, 2); tiff.writeUInt32BE(8, 4); tiff.writeUInt16BE(1, 8)
+  tiff.writeUInt16BE(0x0112, 10); tiff.writeUInt16BE(3, 12); tiff.writeUInt32BE(1, 14); tiff.writeUInt16BE(o, 18)
+  const app1 = Buffer.concat([Buffer.from('Exif\0\0', 'latin1'), tiff])
+  const len = Buffer.alloc(2)
+  len.writeUInt16BE(app1.length + 2)
+  return Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0x00, 0x00, 0xff, 0xe1]), len, app1])
+}
+
+t.test('EXIF orientation: a JPEG stored 512 x 256 with orientation 6 gives a 256 x 512 upright result and mask', { skip }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  const { key } = await createKey(app, { coins: 100 })
+  const file = path.join(await tempDir(t), 'stored.jpg')
+  execFileSync('ffmpeg', ['-v', 'error', '-i', path.join(sharedData, 'photos/00003.png'), '-frames:v', '1', file])
+  const turned = Buffer.concat([exifOrientationSegment(6), fs.readFileSync(file).subarray(2)])
+  t.match(sniff(turned), { format: 'jpeg', width: 512, height: 256 })
+  const r = await post(app, '/api/image-segmentation', key, { file_url: srv.put('turned.jpg', turned), return_type: 'mask' })
+  t.equal(r.statusCode, 200)
+  t.match((await app.lucent.store.getJob(r.json().data.job_id))?.params, { input: { width: 512, height: 256 }, upright: { width: 256, height: 512 } })
+  const d = await finished(app, key, r.json().data.job_id)
+  t.equal(d.status, 'COMPLETED')
+  t.match(sniff((await fetchLink(app, d.res_url)).body), { format: 'png', width: 256, height: 512 })
+  t.match(sniff((await fetchLink(app, d.mask_url)).body), { format: 'png', width: 256, height: 512 })
 })
