@@ -10,6 +10,8 @@
  * interpolation (`fps` / `slowmo`, server/video/interp.ts) is priced by its output: the output's seconds (x
  * slowmo) at the output rate, `fpsOver60Factor` instead of `fpsOver30Factor` above 60 fps (frames made by
  * interpolation only: a source above 60 fps, not interpolated, keeps compat.md's 30-60 band price).
+ * Background removal (server/segmentation.ts): `segmentation`, [upper bound in upright INPUT megapixels (exclusive;
+ * null = no bound), coins per image].
  *
  * The rules themselves live in server/price-rules.ts (pure, shared with the playground), over the tables in the
  * shape GET /api/models publishes; this file loads the tables in force and builds those tables.
