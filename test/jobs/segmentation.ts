@@ -235,3 +235,22 @@ t.test('EXIF orientation: a JPEG stored 512 x 256 with orientation 6 gives a 256
   t.match(sniff((await fetchLink(app, d.res_url)).body), { format: 'png', width: 256, height: 512 })
   t.match(sniff((await fetchLink(app, d.mask_url)).body), { format: 'png', width: 256, height: 512 })
 })
+
+t.test('Idempotency-Key and cancel as on the photo route', { skip }, async (t) => {
+  const app = await build(t)
+  app.lucent.queue.pause()
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const body = { file_url: srv.shared('photos/0014.jpg'), return_type: 'all' }
+  const send = (b: unknown) => app.inject({ method: 'POST', url: '/api/image-segmentation', headers: { apikey: key, 'idempotency-key': 'k1' }, payload: b as object })
+  const a = await send(body)
+  const b = await send(body)
+  t.equal(a.statusCode, 200)
+  t.same(b.json(), a.json(), 'the same answer again')
+  t.equal(srv.hits.get('/shared/photos/0014.jpg'), 1, 'fetched once')
+  t.equal((await send({ ...body, return_type: 'mask' })).json().error_code, 110409001, 'another body under the key')
+  t.equal(await balance(app, id), 95, 'debited once')
+  const c = await post(app, '/api/task-cancel', key, { job_id: a.json().data.job_id })
+  t.match(c.json().data, { status: 'ERROR', error_code: 110400014, reason: 'canceled' })
+  t.equal(await balance(app, id), 100, 'canceled while waiting: all back')
+})
