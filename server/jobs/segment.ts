@@ -37,8 +37,8 @@ export function thumbnailSize(w: number, h: number): { width: number; height: nu
 /** A PNG thumbnail (alpha kept) of an encoded image, scaled by ffmpeg (area averaging). */
 async function thumbnail(ffmpeg: string, tmpDir: string, image: Buffer, ext: string, w: number, h: number): Promise<Buffer> {
   const base = path.join(tmpDir, `thumb-${crypto.randomBytes(8).toString('hex')}`)
-  const src = `${base}.${ext}`
-  const out = `${base}.png`
+  const src = `${base}.in.${ext}`
+  const out = `${base}.thumb.png` // never the input's name (a PNG result: ffmpeg refuses to write over its input)
   const t = thumbnailSize(w, h)
   try {
     await fsp.mkdir(tmpDir, { recursive: true })

@@ -85,9 +85,16 @@ t.test('matted, mask and all through the API on a real photo; priced, debited on
   t.match(sniff(th.body), { format: 'png', width: 179, height: 256 }, 'thumbnail: smaller, aspect kept')
   t.same(ihdr(th.body), { depth: 8, colorType: 6 }, 'thumbnail keeps the alpha')
 
-  t.equal(await balance(app, id), 85, '3 jobs x 5 coins')
+  // all + the default .png: the thumbnail is a PNG too (its file never the input's: ffmpeg would refuse to write it)
+  const ap = await post(app, '/api/image-segmentation', key, { file_url: url, return_type: 'all' })
+  const dp = await finished(app, key, ap.json().data.job_id)
+  t.equal(dp.status, 'COMPLETED', JSON.stringify(dp))
+  t.match(sniff((await fetchLink(app, dp.res_url)).body), { format: 'png', width: 448, height: 640 })
+  t.match(sniff((await fetchLink(app, dp.thumbnail_url)).body), { format: 'png', width: 179, height: 256 })
+
+  t.equal(await balance(app, id), 80, '4 jobs x 5 coins')
   const ledger = await app.lucent.store.ledger(id)
-  t.same(ledger.map((e) => e.kind).sort(), ['debit', 'debit', 'debit', 'grant'])
+  t.same(ledger.map((e) => e.kind).sort(), ['debit', 'debit', 'debit', 'debit', 'grant'])
 
   // GET /api/models: the two models, kind segmentation, the price table charged above, available as installed
   const models = (await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as any[]
