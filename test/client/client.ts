@@ -91,6 +91,23 @@ t.test('the client against a spawned server', async (t) => {
   t.same([buf.readUInt32BE(16), buf.readUInt32BE(20)], [36, 27], 'PNG of the size asked for')
   t.equal((await lucent.account()).balance, 990)
 
+  // background removal (the official client's image_segmentation call): the subject and its mask
+  const photo = path.join(repoRoot, '..', 'shared', 'data', 'photos', '0014.jpg')
+  if (fs.existsSync(photo) && fs.existsSync(path.join(modelDir, 'seg', 'u2netp.onnx'))) {
+    const upSeg = await lucent.upload(photo)
+    const seg = await lucent.submitSegmentation({ file_url: upSeg.url, return_type: 'mask', model_name: 'u2netp' })
+    t.ok(seg.consume_coins > 0, `priced (${seg.consume_coins} coins)`)
+    const sd = await lucent.wait(seg.job_id, { intervalMs: 50 })
+    t.equal(sd.status, 'COMPLETED')
+    for (const [u, what] of [[sd.res_url, 'the matted image'], [sd.mask_url, 'the mask']] as const) {
+      const r = await fetch(u!)
+      const b = Buffer.from(await r.arrayBuffer())
+      t.same([r.status, b.subarray(1, 4).toString('latin1'), b.readUInt32BE(16), b.readUInt32BE(20)], [200, 'PNG', 179, 179], `${what}: a PNG of the photo's size`)
+    }
+    t.equal(sd.thumbnail_url, undefined, 'no thumbnail for return_type mask')
+    t.equal((await lucent.account()).balance, 990 - seg.consume_coins)
+  } else t.comment('no shared photo or u2netp: segmentation through the client not run')
+
   // a job that fails: wait() throws LucentJobError with the job's error_code
   const srv = await inputServer(t)
   const cut = png(32, 32)

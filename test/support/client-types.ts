@@ -5,7 +5,7 @@
  */
 import type { Static } from 'typebox'
 import type {
-  PhotoBody, VideoBody, JobCreated, TaskStatus, ErrorBody, Presigned, Stored, OutputPut, Envelope,
+  PhotoBody, VideoBody, SegmentBody, JobCreated, TaskStatus, ErrorBody, Presigned, Stored, OutputPut, Envelope,
 } from '../../server/routes/schemas.js'
 import type { AccountData } from '../../server/routes/account.js'
 import type { ModelsData } from '../../server/routes/models.js'
@@ -22,6 +22,7 @@ type Data<E> = E extends { data: infer D } ? D : never
 export const checks = [
   same<C.PhotoRequest, Static<typeof PhotoBody>>(true),
   same<C.VideoRequest, Static<typeof VideoBody>>(true),
+  same<C.SegmentationRequest, Static<typeof SegmentBody>>(true),
   same<C.JobCreated, Data<Static<typeof JobCreated>>>(true),
   same<C.TaskStatus, Data<Static<typeof TaskStatus>>>(true),
   same<C.OutputPut, Static<typeof OutputPut>>(true),

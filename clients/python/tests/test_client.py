@@ -2,13 +2,14 @@
 download of a real PNG, a video job, typed errors with the API's codes, cancel, idempotency keys."""
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
 import lucent_client as lc
-from conftest import Key, Server, free_port, png, png_size
+from conftest import ROOT, Key, Server, free_port, png, png_size
 
 
 @pytest.fixture
@@ -51,6 +52,24 @@ def test_upload_photo_wait_download(lucent: lc.Client, tmp_path: Path) -> None:
     done2 = lucent.enhance_photo(src, "general_2x", tmp_path / "twice.png", scale=2)
     assert done2["status"] == "COMPLETED"
     assert png_size((tmp_path / "twice.png").read_bytes()) == (48, 36)
+
+
+def test_segmentation_mask_and_thumbnail(lucent: lc.Client, tmp_path: Path) -> None:
+    """Background removal (the official client's image_segmentation call) through the client: all three outputs."""
+    photo = ROOT.parent / "shared" / "data" / "photos" / "0014.jpg"
+    models = Path(os.environ.get("LUCENT_MODEL_DIR", str(ROOT / "data" / "test-models")))
+    if not photo.exists() or not (models / "seg" / "u2netp.onnx").exists():
+        pytest.skip("no shared photo or seg/u2netp.onnx")
+    before = lucent.account()["balance"]
+    up = lucent.upload(photo)
+    job = lucent.submit_segmentation(up["url"], "all", model_name="u2netp")
+    done = lucent.wait(job["job_id"], poll_interval=0.05)
+    assert done["status"] == "COMPLETED"
+    assert png_size(lucent.download(done["res_url"])) == (179, 179), "the matted image at the photo's size"
+    assert png_size(lucent.download(done["mask_url"])) == (179, 179), "the mask at the photo's size"
+    w, h = png_size(lucent.download(done["thumbnail_url"]))
+    assert max(w, h) <= 256
+    assert lucent.account()["balance"] == before - job["consume_coins"]
 
 
 def test_upload_of_bytes_and_presigned(lucent: lc.Client, tmp_path: Path) -> None:

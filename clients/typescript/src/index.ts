@@ -12,7 +12,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import type {
-  Account, Envelope, ErrorBody, JobCreated, Models, PhotoRequest, Presigned, Stored, TaskStatus, VideoRequest,
+  Account, Envelope, ErrorBody, JobCreated, Models, PhotoRequest, Presigned, SegmentationRequest, Stored, TaskStatus, VideoRequest,
 } from './types.js'
 
 export * from './types.js'
@@ -135,6 +135,11 @@ export class LucentClient {
   /** POST /api/video-enhancer */
   submitVideo(req: VideoRequest, o: SubmitOptions = {}): Promise<JobCreated> {
     return this.call('POST', '/api/video-enhancer', req, o.idempotencyKey ? { 'idempotency-key': o.idempotencyKey } : {}, o.signal)
+  }
+
+  /** POST /api/image-segmentation (background removal; the answer's res_url / mask_url / thumbnail_url per return_type) */
+  submitSegmentation(req: SegmentationRequest, o: SubmitOptions = {}): Promise<JobCreated> {
+    return this.call('POST', '/api/image-segmentation', req, o.idempotencyKey ? { 'idempotency-key': o.idempotencyKey } : {}, o.signal)
   }
 
   /** POST /api/task-status */

@@ -39,6 +39,22 @@ export interface PhotoRequest {
   output_put_url?: string
 }
 
+/** POST /api/image-segmentation: background removal (the official client's image_segmentation call). */
+export interface SegmentationRequest {
+  /** http(s) URL of the image, or an access_url/url from an upload. */
+  file_url: string
+  /** matted (default): the subject on a transparent background (res_url); mask: also mask_url; all: also thumbnail_url. */
+  return_type?: 'matted' | 'mask' | 'all'
+  /** Extension: u2netp (small) or u2net (full; the default where installed). */
+  model_name?: string
+  /** Extension: the matted image's format: .png (default) .webp .tiff .tga .heif. */
+  extension?: string
+  /** Extension: http(s) URL POSTed the job's events. */
+  callback_url?: string
+  /** Extension: events to send. */
+  callback_events?: string[]
+}
+
 /** POST /api/video-enhancer */
 export interface VideoRequest {
   video_url: string

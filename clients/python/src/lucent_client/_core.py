@@ -69,6 +69,17 @@ def photo_req(model_name: str, img_url: str, extension: str, *, exif: Optional[b
     return Req("POST", "/api/photo-enhancer", body, headers=_idem(idempotency_key), safe=bool(idempotency_key))
 
 
+def segmentation_req(file_url: str, return_type: Optional[str], *, model_name: Optional[str], extension: Optional[str],
+                     callback_url: Optional[str], callback_events: Optional[Sequence[str]],
+                     idempotency_key: Optional[str], extra: Mapping[str, Any]) -> Req:
+    body = _drop_none({
+        "file_url": file_url, "return_type": return_type, "model_name": model_name, "extension": extension,
+        "callback_url": callback_url, "callback_events": list(callback_events) if callback_events is not None else None,
+    })
+    body.update(extra)
+    return Req("POST", "/api/image-segmentation", body, headers=_idem(idempotency_key), safe=bool(idempotency_key))
+
+
 def video_req(video_url: str, model_name: str, resolution: Sequence[int], *, extension: Optional[str],
               original_resolution: Optional[Sequence[int]], fps: Optional[float], slowmo: Optional[int],
               callback_url: Optional[str], callback_events: Optional[Sequence[str]], output_put_url: Optional[str],

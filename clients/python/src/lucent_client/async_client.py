@@ -104,6 +104,16 @@ class AsyncClient:
             slowmo=slowmo, callback_url=callback_url, callback_events=callback_events, output_put_url=output_put_url,
             idempotency_key=idempotency_key, extra=extra))
 
+    async def submit_segmentation(self, file_url: str, return_type: Optional[str] = None, *,
+                                  model_name: Optional[str] = None, extension: Optional[str] = None,
+                                  callback_url: Optional[str] = None, callback_events: Optional[Sequence[str]] = None,
+                                  idempotency_key: Optional[str] = None, **extra: Any) -> JobCreated:
+        """POST /api/image-segmentation (background removal; ``return_type`` matted (default), mask or all: the
+        COMPLETED status then holds res_url, and mask_url / thumbnail_url as asked)."""
+        return await self._send(_core.segmentation_req(
+            file_url, return_type, model_name=model_name, extension=extension, callback_url=callback_url,
+            callback_events=callback_events, idempotency_key=idempotency_key, extra=extra))
+
     async def status(self, job_id: str) -> TaskStatus:
         """POST /api/task-status"""
         return await self._send(Req("POST", "/api/task-status", {"job_id": job_id}))
