@@ -94,20 +94,7 @@ export class PgQuotas implements QuotaStore {
     })
   }
   async commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }): Promise<CommitResult> {
-    const now = o.now ?? Date.now()
-    return this.tx(async (c) => {
-      const row = (await c.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1', [objectKey])).rows[0]
-      if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
-      await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, row.key_id])
-      const q = await this.quotasOf(c, row.key_id)
-      const { u, first } = await this.usageOf(c, row.key_id, now, objectKey)
-      if (q.maxStoredBytes !== null && u.storedBytes + o.size > q.maxStoredBytes) {
-        await c.query('DELETE FROM quota_objects WHERE object_key = $1', [objectKey])
-        return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
-      }
-      const r = await c.query("UPDATE quota_objects SET size = $1, expires_at = $2, state = 'stored' WHERE object_key = $3", [o.size, o.expiresAt, objectKey])
-      return r.rowCount === 1 ? { ok: true } : { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
-    })
+    return this.settle(objectKey, o.size, o.expiresAt, o.now ?? Date.now(), false, false)
   }
   /** Inside the store's debit transaction (postgres.ts, `c` holding the key's row lock): the key's jobs-in-flight
    *  quota and its CONVERTING jobs, when a new job would pass it; null when there is room. */
@@ -135,21 +122,24 @@ export class PgQuotas implements QuotaStore {
     return r.rows.map((x) => ({ objectKey: x.object_key, keyId: x.key_id }))
   }
   async measure(objectKey: string, o: { size: number; expiresAt: number; final: boolean; now?: number }): Promise<CommitResult> {
-    const now = o.now ?? Date.now()
+    return this.settle(objectKey, o.size, o.expiresAt, o.now ?? Date.now(), true, o.final)
+  }
+  /** commit (measured: false) and measure (measured: true): ./quotas.ts. */
+  private settle(objectKey: string, size: number, expiresAt: number, now: number, measured: boolean, final: boolean): Promise<CommitResult> {
     return this.tx(async (c) => {
       const row = (await c.query<{ key_id: string }>('SELECT key_id FROM quota_objects WHERE object_key = $1', [objectKey])).rows[0]
       if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
       await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NS, row.key_id])
       const q = await this.quotasOf(c, row.key_id)
       const { u, first } = await this.usageOf(c, row.key_id, now, objectKey)
-      if (q.maxStoredBytes !== null && u.storedBytes + o.size > q.maxStoredBytes) {
-        // kept at 0 bytes (and marked) until the caller has deleted the object
-        await c.query('UPDATE quota_objects SET size = 0 WHERE object_key = $1', [objectKey])
+      if (q.maxStoredBytes !== null && u.storedBytes + size > q.maxStoredBytes) {
+        // a streamed object's row goes; a measured one is kept at 0 bytes (and marked) until the caller has deleted it
+        await c.query(measured ? 'UPDATE quota_objects SET size = 0 WHERE object_key = $1' : 'DELETE FROM quota_objects WHERE object_key = $1', [objectKey])
         return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
       }
-      const r = await c.query("UPDATE quota_objects SET size = $1, expires_at = $2, state = 'stored' WHERE object_key = $3", [o.size, o.expiresAt, objectKey])
+      const r = await c.query("UPDATE quota_objects SET size = $1, expires_at = $2, state = 'stored' WHERE object_key = $3", [size, expiresAt, objectKey])
       if (r.rowCount !== 1) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
-      if (o.final) await c.query('DELETE FROM quota_presigned WHERE object_key = $1', [objectKey])
+      if (final) await c.query('DELETE FROM quota_presigned WHERE object_key = $1', [objectKey])
       return { ok: true }
     })
   }

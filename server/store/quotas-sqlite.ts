@@ -34,8 +34,8 @@ export class SqliteQuotas implements QuotaStore {
   defaults: KeyQuotas
   private s
   private txReserve: Database.Transaction<(keyId: string, objectKey: string, bytes: number, expiresAt: number, now: number, linkExpiresAt: number | null) => ReserveResult>
-  private txCommit: Database.Transaction<(objectKey: string, size: number, expiresAt: number, now: number) => CommitResult>
-  private txMeasure: Database.Transaction<(objectKey: string, size: number, expiresAt: number, final: boolean, now: number) => CommitResult>
+  /** commit (measured: false) and measure (measured: true): ./quotas.ts. */
+  private txSettle: Database.Transaction<(objectKey: string, size: number, expiresAt: number, now: number, measured: boolean, final: boolean) => CommitResult>
 
   constructor(db: Database.Database, defaults: KeyQuotas = defaultQuotas()) {
     db.exec(QUOTAS_SCHEMA_SQLITE)
@@ -82,29 +82,19 @@ export class SqliteQuotas implements QuotaStore {
       }
       return v
     })
-    this.txMeasure = db.transaction((objectKey, size, expiresAt, final, now): CommitResult => {
+    this.txSettle = db.transaction((objectKey, size, expiresAt, now, measured, final): CommitResult => {
       const row = s.row.get(objectKey)
       if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
       const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(row.key_id)?.overrides))
       const { u, first } = usageOf(row.key_id, now, objectKey)
       if (q.maxStoredBytes !== null && u.storedBytes + size > q.maxStoredBytes) {
-        s.empty.run(objectKey) // kept at 0 bytes (and marked) until the caller has deleted the object
+        // a streamed object's row goes; a measured one is kept at 0 bytes (and marked) until the caller has deleted it
+        if (measured) s.empty.run(objectKey)
+        else s.drop.run(objectKey)
         return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
       }
       s.settle.run(size, expiresAt, objectKey)
       if (final) s.unmark.run(objectKey)
-      return { ok: true }
-    })
-    this.txCommit = db.transaction((objectKey, size, expiresAt, now): CommitResult => {
-      const row = s.row.get(objectKey)
-      if (!row) return { ok: false, quota: 'stored_files', limit: 0, used: 0, retryAt: null }
-      const q = mergeQuotas(this.defaults, parseOverrides(s.overrides.get(row.key_id)?.overrides))
-      const { u, first } = usageOf(row.key_id, now, objectKey)
-      if (q.maxStoredBytes !== null && u.storedBytes + size > q.maxStoredBytes) {
-        s.drop.run(objectKey)
-        return { ok: false, quota: 'stored_bytes', limit: q.maxStoredBytes, used: u.storedBytes, retryAt: first }
-      }
-      s.settle.run(size, expiresAt, objectKey)
       return { ok: true }
     })
   }
@@ -127,7 +117,7 @@ export class SqliteQuotas implements QuotaStore {
     return this.txReserve.immediate(keyId, o.objectKey, o.bytes, o.expiresAt, o.now ?? Date.now(), o.linkExpiresAt ?? null)
   }
   async commit(objectKey: string, o: { size: number; expiresAt: number; now?: number }) {
-    return this.txCommit.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now())
+    return this.txSettle.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now(), false, false)
   }
   /** Inside the store's debit transaction (sqlite.ts, synchronous): the key's jobs-in-flight quota and its CONVERTING
    *  jobs, when a new job would pass it; null when there is room. */
@@ -149,7 +139,7 @@ export class SqliteQuotas implements QuotaStore {
     return this.s.due.all(now, limit).map((r) => ({ objectKey: r.object_key, keyId: r.key_id }))
   }
   async measure(objectKey: string, o: { size: number; expiresAt: number; final: boolean; now?: number }) {
-    return this.txMeasure.immediate(objectKey, o.size, o.expiresAt, o.final, o.now ?? Date.now())
+    return this.txSettle.immediate(objectKey, o.size, o.expiresAt, o.now ?? Date.now(), true, o.final)
   }
   async rekey(objectKey: string, newKey: string) { this.s.rekey.run(newKey, objectKey) }
   async owner(objectKey: string, now = Date.now()) {
