@@ -7,6 +7,8 @@
 //! (denoise/ffdnet_clip_color.*) exist only after `lucent models fetch`; without them the denoise
 //! checks print a skip message, unless CI is set (then they fail).
 
+mod common;
+use common::exif_with_orientation;
 use lucent_codec::{EncodeOptions, Format, Metadata};
 use lucent_core::cpu::CpuBackend;
 use lucent_engine::photo::{image_to_raster, raster_to_image};
@@ -312,20 +314,6 @@ fn blind_denoise_quality() {
     assert!(p > 36.0, "{p}");
 }
 
-/// A TIFF/EXIF block (little endian) with IFD0 = { Orientation = o }.
-fn exif_with_orientation(o: u16) -> Vec<u8> {
-    let mut b = b"II".to_vec();
-    b.extend(42u16.to_le_bytes());
-    b.extend(8u32.to_le_bytes());
-    b.extend(1u16.to_le_bytes());
-    b.extend(0x0112u16.to_le_bytes());
-    b.extend(3u16.to_le_bytes());
-    b.extend(1u32.to_le_bytes());
-    b.extend(o.to_le_bytes());
-    b.extend([0, 0]);
-    b.extend(0u32.to_le_bytes());
-    b
-}
 
 /// A phone JPEG stored sideways (orientation 6 = rotate 90 degrees clockwise to display): the
 /// output is upright pixels, with orientation 1 in any EXIF kept.

@@ -9,6 +9,8 @@
 //! - 1x1 and very wide / tall images give a result of their size (no panic); bad names and formats
 //!   are errors with their codes.
 
+mod common;
+use common::exif_with_orientation;
 use lucent_codec::{EncodeOptions, Format, Metadata};
 use lucent_core::cpu::CpuBackend;
 use lucent_engine::orient::apply_orientation;
@@ -181,20 +183,6 @@ fn exif_orientation_gives_the_upright_mask() {
     assert_ne!(u8s(&turned), u8s(&mask));
 }
 
-/// A TIFF/EXIF block (little endian) with IFD0 = { Orientation = o }.
-fn exif_with_orientation(o: u16) -> Vec<u8> {
-    let mut b = b"II".to_vec();
-    b.extend(42u16.to_le_bytes());
-    b.extend(8u32.to_le_bytes());
-    b.extend(1u16.to_le_bytes());
-    b.extend(0x0112u16.to_le_bytes());
-    b.extend(3u16.to_le_bytes());
-    b.extend(1u32.to_le_bytes());
-    b.extend(o.to_le_bytes());
-    b.extend([0, 0]);
-    b.extend(0u32.to_le_bytes());
-    b
-}
 
 #[test]
 fn tiny_and_very_wide_images() {
