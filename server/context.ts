@@ -22,7 +22,7 @@ import { Metrics } from './metrics.js'
 import { SqliteStore } from './store/sqlite.js'
 import { OwnModels } from './own-models/registry.js'
 import { SEG_MODELS } from './segmentation.js'
-import { InstalledNetworks } from './models/installed.js'
+import { InstalledNetworks, WorkerNetworks } from './models/installed.js'
 import { readCatalog } from './catalog.js'
 import path from 'node:path'
 
@@ -53,6 +53,8 @@ export interface Lucent {
   workers(): Promise<WorkerInfo[]>
   /** Which catalog networks this process's model directory lacks (server/models/installed.ts); null where it runs no jobs. */
   installed: InstalledNetworks | null
+  /** What the live workers hold, read at most every few seconds (server/models/installed.ts). */
+  workerNetworks: WorkerNetworks
 }
 
 declare module 'fastify' {
@@ -101,6 +103,7 @@ export function createLucent(config: Config, role: ProcessRole, backends: Backen
     }),
     // the catalog's networks and the segmentation models' (server/segmentation.ts: not catalog entries)
     installed: role.runsJobs ? new InstalledNetworks(config.modelDir, [...readCatalog().filter((m) => m.available).flatMap((m) => m.networks), ...SEG_MODELS.map((m) => m.network)]) : null,
+    workerNetworks: new WorkerNetworks(() => lucent.workers()),
     async workers() {
       return registry ? registry.list() : pool ? [lucent.localWorker()] : role.childLink?.state?.worker ? [role.childLink.state.worker] : []
     },

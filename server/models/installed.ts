@@ -59,6 +59,27 @@ export class InstalledNetworks {
   }
 }
 
+/** How long the workers' `missing` lists are reused before they are read again (the registry is in Redis). */
+export const AVAILABILITY_MS = 5000
+
+/**
+ * The live workers' `missing` lists, read at most every `everyMs` (GET /api/models and the segmentation route's
+ * default model both ask, often). `check()` gives a test per list of networks: true / false as `runnableBy`, null
+ * when the workers could not be read (unknown).
+ */
+export class WorkerNetworks {
+  private cache: { at: number; workers: ReadonlyArray<{ missing?: string[] | null }> | null } | null = null
+
+  constructor(private readonly workers: () => Promise<ReadonlyArray<{ missing?: string[] | null }>>, private readonly everyMs = AVAILABILITY_MS) {}
+
+  async check(): Promise<(networks: readonly string[]) => boolean | null> {
+    const now = Date.now()
+    if (!this.cache || now - this.cache.at >= this.everyMs) this.cache = { at: now, workers: await this.workers().catch(() => null) }
+    const workers = this.cache.workers
+    return (networks) => (workers === null ? null : runnableBy(networks, workers))
+  }
+}
+
 /**
  * Whether some worker can run a model with these networks now: one of `workers` lacks none of them. A worker
  * that publishes no `missing` list (an older version, or its first check not done) is taken to hold every file.

@@ -30,7 +30,6 @@ import { checkJobsInFlight, quotaError } from './quota.js'
 import { measureInput } from './presigned.js'
 import { SEG_MODELS, SEG_OUTPUT_FORMATS, segCoins, segModel } from '../segmentation.js'
 import { segmentationTable } from '../pricing.js'
-import { runnableBy } from '../models/installed.js'
 
 const newJobId = () => crypto.randomBytes(16).toString('hex')
 
@@ -189,7 +188,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
     const returnType = b.return_type ?? 'matted'
     // u2net where a live worker holds its file, else u2netp (server/models/installed.ts: the workers' `missing`)
     const model = b.model_name === undefined
-      ? segModel(runnableBy([SEG_MODELS[1].network], await l.workers().catch(() => [])) ? 'u2net' : 'u2netp')!
+      ? segModel((await l.workerNetworks.check())([SEG_MODELS[1].network]) === true ? 'u2net' : 'u2netp')!
       : segModel(b.model_name)
     if (!model) throw new ApiError(110400005)
     const ext = normExt(b.extension ?? '.png')

@@ -22,7 +22,6 @@ import crypto from 'node:crypto'
 import { Type, type Static } from 'typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { readCatalog, type CatalogModel } from '../catalog.js'
-import { runnableBy } from '../models/installed.js'
 import { asCatalogModels } from '../own-models/registry.js'
 import type { OwnModel } from '../store/own-models.js'
 import { photoExtensions, videoInputExtensions, videoOutputExtensions } from '../media/formats.js'
@@ -144,33 +143,26 @@ export function segmentationEntries(prices: Prices, available: (network: string)
   }))
 }
 
-/** How long the workers' `missing` lists are reused before they are read again (the registry is in Redis). */
-export const AVAILABILITY_MS = 5000
+export { AVAILABILITY_MS } from '../models/installed.js'
 
 const routes: FastifyPluginAsyncTypebox = async (app) => {
   const catalog = readCatalog()
   let built = ''
   let body = ok(modelsData(app.lucent.prices, catalog))
   let etag = ''
-  let checked: { at: number; catalog: CatalogModel[]; segAvailable: (network: string) => boolean } | null = null
-  /** The catalog with `available` false where no live worker holds the model's networks. */
-  const installedCatalog = async (): Promise<CatalogModel[]> => {
-    if (checked && Date.now() - checked.at < AVAILABILITY_MS) return checked.catalog
-    const workers = await app.lucent.workers().catch(() => null)
-    const now = workers === null ? catalog : catalog.map((m) => (m.available && !runnableBy(m.networks, workers) ? { ...m, available: false } : m))
-    checked = { at: Date.now(), catalog: now, segAvailable: (n) => workers === null || runnableBy([n], workers) }
-    return now
-  }
   // rebuilt when the operator's own models change (server/own-models/registry.ts generation) or availability does
   const current = async () => {
     const own = app.lucent.ownModels
-    const cat = await installedCatalog()
-    const segMissing = SEG_MODELS.filter((m) => !checked!.segAvailable(m.network)).map((m) => m.name)
+    // `available` false where no live worker holds the model's networks (unknown: the catalog's word stands)
+    const holds = await app.lucent.workerNetworks.check()
+    const segAvailable = (n: string) => holds([n]) !== false
+    const cat = catalog.map((m) => (m.available && holds(m.networks) === false ? { ...m, available: false } : m))
+    const segMissing = SEG_MODELS.filter((m) => !segAvailable(m.network)).map((m) => m.name)
     const key = `${own.generation}:${cat.filter((m) => !m.available).map((m) => `${m.kind}/${m.name}`).join(',')}:${segMissing.join(',')}`
     if (built !== key) {
       const data = modelsData(app.lucent.prices, cat, own.list())
       // the catalog's models, the segmentation models, then the operator's own
-      const seg = segmentationEntries(app.lucent.prices, checked!.segAvailable)
+      const seg = segmentationEntries(app.lucent.prices, segAvailable)
       body = ok({ ...data, models: [...data.models.slice(0, cat.length), ...seg, ...data.models.slice(cat.length)] })
       etag = `"${crypto.hash('sha256', JSON.stringify(body), 'base64url').slice(0, 27)}"`
       built = key
