@@ -153,3 +153,11 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
     await new Promise((r) => setTimeout(r, stepMs))
   }
 }
+
+/** The task-status answer of a job once it has ended (polled with the key: keys made by createKey allow the rate). */
+export async function jobEnded(app: FastifyInstance, key: string, jobId: string, timeoutMs = 300_000) {
+  return waitFor(async () => {
+    const d = (await post(app, '/api/task-status', key, { job_id: jobId })).json().data
+    return d.status !== 'CONVERTING' && d
+  }, timeoutMs, 100)
+}

@@ -8,7 +8,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
-import { build, createKey, balance, post, png, inputServer, addonBuilt, waitFor, modelDir, repoRoot, sharedData, tempDir } from '../helper.js'
+import { build, createKey, balance, post, png, inputServer, addonBuilt, jobEnded, modelDir, repoRoot, sharedData, tempDir } from '../helper.js'
 import { loadPrices } from '../../server/pricing.js'
 import { sniff } from '../../server/media/sniff.js'
 import type { FastifyInstance } from 'fastify'
@@ -22,12 +22,7 @@ if (skip && process.env.CI) throw new Error(`CI: ${skip}`)
 /** A PNG's IHDR: bit depth and colour type (0 grey, 2 RGB, 4 grey+alpha, 6 RGBA). */
 const ihdr = (b: Buffer) => ({ depth: b[24], colorType: b[25] })
 
-async function finished(app: FastifyInstance, key: string, jobId: string) {
-  return waitFor(async () => {
-    const d = (await post(app, '/api/task-status', key, { job_id: jobId })).json().data
-    return d.status !== 'CONVERTING' && d
-  }, 300_000, 100)
-}
+const finished = jobEnded
 
 async function fetchLink(app: FastifyInstance, url: string) {
   const u = new URL(url)

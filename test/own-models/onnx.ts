@@ -7,7 +7,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
-import { build, createKey, post, png, inputServer, addonBuilt, waitFor, repoRoot, tempDir } from '../helper.js'
+import { build, createKey, post, png, inputServer, addonBuilt, waitFor, jobEnded, repoRoot, tempDir } from '../helper.js'
 import { addModel } from '../../server/own-models/admin.js'
 import { loadAddon } from '../../server/engine/addon.js'
 import type { FastifyInstance } from 'fastify'
@@ -26,10 +26,7 @@ if (skip && process.env.CI) throw new Error(`CI: ${skip}`)
 const deps = adminDeps
 
 async function result(app: FastifyInstance, key: string, jobId: string): Promise<Buffer> {
-  const d = await waitFor(async () => {
-    const x = (await post(app, '/api/task-status', key, { job_id: jobId })).json().data
-    return x.status !== 'CONVERTING' && x
-  }, 300_000, 100)
+  const d = await jobEnded(app, key, jobId)
   if (d.status !== 'COMPLETED') throw new Error(JSON.stringify(d))
   const u = new URL(d.res_url)
   return (await app.inject({ method: 'GET', url: u.pathname + u.search })).rawPayload
