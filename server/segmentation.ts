@@ -28,11 +28,6 @@ export const SEG_MODELS: readonly SegModel[] = [
 
 export const segModel = (name: string): SegModel | undefined => SEG_MODELS.find((m) => m.name === name)
 
-/** The default model_name: u2net where the model dir holds its file (`missing` from server/models/installed.ts:
- *  the stems this process lacks; null: not checked yet, or a gateway that runs no jobs), else u2netp. */
-export function defaultSegModel(missing: readonly string[] | null): SegModel {
-  return missing !== null && !missing.includes('seg/u2net') ? SEG_MODELS[1] : SEG_MODELS[0]
-}
 
 export const RETURN_TYPES = ['matted', 'mask', 'all'] as const
 export type ReturnType = (typeof RETURN_TYPES)[number]

@@ -12,18 +12,20 @@ import fsp from 'node:fs/promises'
 import { Command, InvalidArgumentError, Option } from 'commander'
 import type { BatchJob } from './batch.js'
 import type { Addon } from '../engine/addon.js'
+import { SEG_MODELS, segModel, type SegModel as SegModelEntry } from '../segmentation.js'
 
-/** The segmentation networks: `seg/<name>.onnx` in the model folder (models/manifest.tsv). */
-export const SEG_MODELS = ['u2net', 'u2netp'] as const
-export type SegModel = (typeof SEG_MODELS)[number]
+/** The segmentation models (server/segmentation.ts, as the API has them): `<network>.onnx` in the model folder. */
+const MODEL_NAMES = SEG_MODELS.map((m) => m.name).sort() // alphabetical in --help and its errors
+type SegModel = SegModelEntry['name']
 /** Formats of the matted image that hold alpha (the addon also writes tiff, tga, heif; these are the API's). */
 export const SEG_FORMATS = ['png', 'webp'] as const
 
-export const segModelFile = (model: string) => `seg/${model}.onnx`
-const fetchHint = (model: string) => `lucent models fetch ${segModelFile(model).replace(/\.onnx$/, '')}`
+const network = (model: SegModel) => segModel(model)!.network
+const segModelFile = (model: SegModel) => `${network(model)}.onnx`
+const fetchHint = (model: SegModel) => `lucent models fetch ${network(model)}`
 
 /** The model when none is named: u2net where its file is present (the better one), else u2netp (the small one). */
-export function defaultSegModel(modelDir: string): SegModel {
+function defaultSegModel(modelDir: string): SegModel {
   return fs.existsSync(path.join(modelDir, segModelFile('u2net'))) ? 'u2net' : 'u2netp'
 }
 
@@ -91,7 +93,7 @@ export function segmentCommand(): Command {
       + 'written atomically and a rerun skips files whose outputs exist. Same error codes as the server.')
     .argument('<input...>', 'files, folders or globs (quote globs: "photos/**/*.jpg")')
     .addOption(new Option('-m, --model <name>', 'segmentation model: u2net (full, 176 MB) or u2netp (small, 4.6 MB); '
-      + 'default: u2net where its file is present, else u2netp').choices(SEG_MODELS))
+      + 'default: u2net where its file is present, else u2netp').choices(MODEL_NAMES))
     .option('-o, --out <dir>', 'output folder (folders are mirrored into it; not a folder input nor above one)', 'cutout')
     .option('-r, --recursive', 'enter sub-folders of folder inputs')
     .option('--mask', 'also write the mask, <name>.mask.png (8-bit grey, the size of the output)')
