@@ -32,6 +32,7 @@ mod fuse;
 pub mod isa;
 mod options;
 mod overlap;
+mod ptr;
 mod simd;
 mod vmath;
 pub mod wgemm;
@@ -45,12 +46,11 @@ use crate::error::{Code, Error, Result};
 use crate::ncnn::model::{Conv, Layer, Net, Op};
 use crate::reference;
 use crate::tensor::Tensor;
-use conv::{ConvAlgo, PackedDeconv, SendPtr};
+use conv::{ConvAlgo, PackedDeconv};
 use epilogue::Residual;
 use fuse::{next_step, Follower, Fusion};
-pub use calibrate::ConvPolicy;
 pub use isa::Isa;
-pub use options::{CacheFile, CpuOptions};
+pub use options::{CacheFile, ConvPolicy, CpuOptions};
 use std::sync::Arc;
 
 pub struct CpuBackend {

@@ -23,6 +23,7 @@
 
 use super::conv::{conv_forward, ConvAlgo};
 use super::isa::Isa;
+use super::options::{CacheFile, ConvPolicy};
 use super::{winograd, Val};
 use crate::ncnn::model::{Activation, Conv, Padding};
 use crate::tensor::Tensor;
@@ -67,29 +68,6 @@ pub fn log() -> Vec<Measured> {
     let mut v: Vec<Measured> = cache().lock().map(|m| m.values().copied().collect()).unwrap_or_default();
     v.sort_by_key(|m| (m.ic, m.oc, m.isa, m.threads));
     v
-}
-
-/// How a backend picks the algorithm of its Winograd-capable convs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ConvPolicy {
-    /// By measured cost (the default).
-    #[default]
-    Measure,
-    /// Winograd wherever it applies.
-    Winograd,
-    /// im2col + GEMM everywhere.
-    Im2col,
-}
-
-impl ConvPolicy {
-    /// A setting's value (`LUCENT_CPU_WINOGRAD`): `0` im2col, `1` Winograd, anything else measure.
-    pub fn from_setting(v: &str) -> ConvPolicy {
-        match v.trim() {
-            "0" | "im2col" => ConvPolicy::Im2col,
-            "1" | "winograd" => ConvPolicy::Winograd,
-            _ => ConvPolicy::Measure,
-        }
-    }
 }
 
 /// The algorithm for `c` (called inside the backend's pool, so the timing sees its threads).
@@ -182,13 +160,13 @@ static CACHE_FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
 
 /// Sets the process's cache file (see the module doc) from a backend's options; the first call
 /// (or the first measurement, which takes the default) wins.
-pub fn set_cache_file(f: &super::options::CacheFile) {
+pub fn set_cache_file(f: &CacheFile) {
     let _ = CACHE_FILE.get_or_init(|| f.resolve("cpu-calibration.tsv"));
 }
 
 /// The cache file (see the module doc), or None.
 fn cache_file() -> Option<&'static Path> {
-    CACHE_FILE.get_or_init(|| super::options::CacheFile::Default.resolve("cpu-calibration.tsv")).as_deref()
+    CACHE_FILE.get_or_init(|| CacheFile::Default.resolve("cpu-calibration.tsv")).as_deref()
 }
 
 /// The file's lines (key -> value), read once per process and file.

@@ -10,6 +10,7 @@
 
 use super::epilogue::{Residual, RowOps};
 use super::isa::Isa;
+use super::ptr::SendPtr;
 use super::{direct, winograd, Val};
 use crate::bail;
 use crate::error::{Code, Result};
@@ -33,11 +34,6 @@ pub struct PackedDeconv {
     /// (num_output * kh * kw) x (num_input / group) per group, row-major.
     wt: Vec<f32>,
 }
-
-#[derive(Clone, Copy)]
-pub struct SendPtr(pub *mut f32);
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
 
 thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };

@@ -9,7 +9,7 @@
 //! AVX2: OB 4, NX 2; the portable path: 8 lanes, OB 4, NX 2. Rows are spread over the rayon pool;
 //! each finished row gets the conv's epilogue while in cache.
 
-use super::conv::SendPtr;
+use super::ptr::SendPtr;
 use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::simd::{Lanes, Simd};

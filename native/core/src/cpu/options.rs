@@ -2,7 +2,6 @@
 //! reads no environment for them. The server maps its `LUCENT_CPU_*` settings onto these (through
 //! the addon's init options), the bench CLI maps the same names at its `main`.
 
-use super::calibrate::ConvPolicy;
 use super::isa::Isa;
 pub use crate::options::CacheFile;
 
@@ -54,6 +53,29 @@ impl CpuOptions {
                 eprintln!("cpu isa {}: not supported here, using {}", want.name(), best.name());
                 best
             }
+        }
+    }
+}
+
+/// How a backend picks the algorithm of its Winograd-capable convs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConvPolicy {
+    /// By measured cost (the default).
+    #[default]
+    Measure,
+    /// Winograd wherever it applies.
+    Winograd,
+    /// im2col + GEMM everywhere.
+    Im2col,
+}
+
+impl ConvPolicy {
+    /// A setting's value (`LUCENT_CPU_WINOGRAD`): `0` im2col, `1` Winograd, anything else measure.
+    pub fn from_setting(v: &str) -> ConvPolicy {
+        match v.trim() {
+            "0" | "im2col" => ConvPolicy::Im2col,
+            "1" | "winograd" => ConvPolicy::Winograd,
+            _ => ConvPolicy::Measure,
         }
     }
 }

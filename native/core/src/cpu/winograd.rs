@@ -25,7 +25,7 @@ use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::wgemm::{self, Layout, Path};
 use super::wtransform::{gather_rows, input_transform, output_transform, prefetch_rows, Geo};
-use super::SendPtr;
+use super::ptr::SendPtr;
 use crate::ncnn::model::Conv;
 use crate::reference::ConvGeometry;
 use crate::tensor::Tensor;
