@@ -1,7 +1,8 @@
 /**
  * House rules on the Rust crates (the ones test/imports.ts applies to server/): no file over 1,000 lines, a file
  * over ~500 lines says why at its top, and no cycle between a crate's top-level modules (`crate::a` used in `b`
- * and `crate::b` in `a`: one concept tangled across two files). Modules are read from the source text: a
+ * and `crate::b` in `a`: one concept tangled across two files), nor between the sibling modules of one module
+ * directory (`cpu/a.rs` using `super::b` and `cpu/b.rs` using `super::a`). Modules are read from the source text: a
  * reference is any `crate::NAME` path (use declarations and inline paths) or, inside a crate's top-level module
  * file, `super::NAME` (a sibling); a module's own submodules belong to it. No extra tool (cargo-modules) needed.
  */
@@ -49,6 +50,57 @@ export function moduleGraph(src: string): Map<string, string[]> {
   const tops = new Set(graph.keys())
   return new Map([...graph].map(([k, v]) => [k, [...v].filter((x) => x !== k && tops.has(x))]))
 }
+
+/** Graphs of the sibling modules of every module directory below src/ (`cpu/` -> cpu/a.rs, cpu/b.rs, cpu/c/):
+ *  a sibling is named by `super::NAME` (also `use super::{a, b::X}`) in a child's own file, or by
+ *  `crate::<dir path>::NAME` anywhere below the directory. Keyed by the directory, relative to src/. */
+export function siblingGraphs(src: string): Map<string, Map<string, string[]>> {
+  const out = new Map<string, Map<string, string[]>>()
+  const walk = (dir: string) => {
+    const rel = path.relative(src, dir)
+    const kids = new Map<string, string[]>()
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (e.isDirectory()) { walk(path.join(dir, e.name)); kids.set(e.name, rsFiles(path.join(dir, e.name))) }
+      else if (e.name.endsWith('.rs') && e.name !== 'mod.rs' && !(rel === '' && /^(lib|main)\.rs$/.test(e.name))) {
+        const n = e.name.replace(/\.rs$/, '')
+        kids.set(n, [...(kids.get(n) ?? []), path.join(dir, e.name)])
+      }
+    }
+    if (rel === '') return // the top level has its own test above
+    const modPath = rel.split(path.sep).join('::')
+    const graph = new Map<string, string[]>()
+    for (const [k, files] of kids) {
+      const refs = new Set<string>()
+      for (const f of files) {
+        const text = code(fs.readFileSync(f, 'utf8'))
+        const own = path.dirname(f) === dir // a direct child file: its `super` is the directory
+        if (own) {
+          for (const m of text.matchAll(/\bsuper::(\w+)/g)) refs.add(m[1])
+          for (const m of text.matchAll(/\bsuper::\{([^}]*)\}/g)) for (const n of m[1].matchAll(/(?:^|,)\s*(\w+)/g)) refs.add(n[1])
+        }
+        for (const m of text.matchAll(new RegExp(`\\bcrate::${modPath}::(\\w+)`, 'g'))) refs.add(m[1])
+      }
+      graph.set(k, [...refs].filter((x) => x !== k && kids.has(x)))
+    }
+    if (graph.size > 1) out.set(rel, graph)
+  }
+  walk(src)
+  return out
+}
+
+t.test('no cycle between the sibling modules of a module directory', async (t) => {
+  let dirs = 0
+  for (const c of crates) {
+    for (const [dir, g] of siblingGraphs(path.join(c, 'src'))) {
+      dirs++
+      t.same(cycles(g), [], `${rel(c)}/src/${dir}: ${g.size} modules`)
+    }
+  }
+  t.ok(dirs > 5, `${dirs} module directories read`)
+  // the reader finds one where there is one (both spellings of a sibling)
+  const dir = t.testdir({ src: { 'lib.rs': 'mod cpu;', 'cpu.rs': 'mod a; mod b; mod c;', cpu: { 'a.rs': 'use super::{b, c::Y};', 'b.rs': 'use crate::cpu::a::X;', 'c.rs': '// super::a in a comment' } } })
+  t.same(cycles(siblingGraphs(path.join(dir, 'src')).get('cpu')!).map((x) => x.sort()), [['a', 'b']])
+})
 
 t.test('no cycle between a crate\'s top-level modules', async (t) => {
   let read = 0

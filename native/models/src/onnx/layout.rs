@@ -2,7 +2,7 @@
 //! Reshape -> Transpose -> Reshape triples that are pixel shuffles and unshuffles.
 
 use super::consts;
-use super::ops::{attr_f, attr_i, attr_ints, attr_s, emit, input, need, need_blob, need_const, opt_const, set};
+use super::node::{attr_f, attr_i, attr_ints, attr_s, emit, input, need, need_blob, need_const, opt_const, set};
 use super::proto::NodeProto;
 use super::{Builder, Value};
 use lucent_core::ncnn::model::{Activation, Conv, Crop, Op, Padding};

@@ -17,6 +17,7 @@
 
 mod consts;
 mod layout;
+mod node;
 mod ops;
 pub mod proto;
 
