@@ -98,10 +98,30 @@ pub struct BackendInfo {
     pub threads: Option<usize>,
 }
 
+/// The storage precision a network asks of a backend (feature maps and weights in memory; the
+/// arithmetic stays the backend's). The CPU backend stores f32 whatever is asked; the GPU backend
+/// stores f16 where the device has SHADER_F16 unless told otherwise (its options, or
+/// [`Storage::F32`] for one network).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Storage {
+    /// The backend's own choice.
+    #[default]
+    Default,
+    /// f32 whatever the backend's default: networks whose output drifts in f16 (U²-Net's map:
+    /// 8.5e-2 from onnxruntime's with f16 storage on the GPU backend, 4e-5 with f32).
+    F32,
+}
+
 pub trait Backend: Send + Sync {
     fn info(&self) -> BackendInfo;
     /// Pack / upload a network's weights for repeated runs.
     fn prepare(&self, net: Arc<Net>) -> Result<Arc<dyn Prepared>>;
+    /// [`Self::prepare`] with a storage precision for this network ([`Storage`]); a backend that
+    /// stores only f32 ignores it.
+    fn prepare_with(&self, net: Arc<Net>, storage: Storage) -> Result<Arc<dyn Prepared>> {
+        let _ = storage;
+        self.prepare(net)
+    }
     /// Largest input tile side (pixels, before the network's own padding) this backend wants for
     /// image-to-image networks with `channels` wide feature maps; bounded by device limits.
     fn max_tile(&self, net: &Net) -> usize;

@@ -7,6 +7,7 @@ use crate::flops;
 use crate::raster::{RasterMut, RasterRef};
 use crate::resample::resample_alpha;
 use crate::tiling::{run_tiled_with, SrSpec, TileAdapter};
+use lucent_core::backend::Storage;
 use lucent_core::ncnn::Net;
 use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Prepared, Result};
 use std::collections::HashMap;
@@ -61,9 +62,19 @@ impl Runtime {
     /// Load + prepare a network once (per stem); concurrent callers for the same stem wait for the
     /// first one, other stems are not blocked. Failures are not cached.
     pub fn network(&self, stem: &str) -> Result<LoadedNet> {
+        self.network_with(stem, Storage::Default)
+    }
+
+    /// [`Self::network`] with a storage precision for this network ([`Storage`]): `F32` keeps its
+    /// feature maps and weights in f32 on a GPU backend that would store f16 (the segmentation
+    /// nets, pipelines/segment: U²-Net's map drifts to 8.5e-2 in f16). Each (stem, storage) is
+    /// loaded and prepared once (on a backend that stores f32 anyway, `F32` is its default: one
+    /// network); [`Self::forget`] drops both.
+    pub fn network_with(&self, stem: &str, storage: Storage) -> Result<LoadedNet> {
+        let storage = if self.info.f16 { storage } else { Storage::Default };
         let slot = {
             let mut map = lock(&self.networks);
-            map.entry(stem.to_string()).or_default().clone()
+            map.entry(network_key(stem, storage)).or_default().clone()
         };
         let mut s = lock(&slot);
         if let Some(l) = s.as_ref() {
@@ -82,7 +93,7 @@ impl Runtime {
             .blob("output")
             .or_else(|| net.output_blobs().first().copied())
             .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: no output blob")))?;
-        let prepared = self.backend.prepare(net.clone())?;
+        let prepared = self.backend.prepare_with(net.clone(), storage)?;
         let l = LoadedNet { stem: stem.to_string(), net, prepared, in_blob, out_blob };
         *s = Some(l.clone());
         Ok(l)
@@ -91,7 +102,9 @@ impl Runtime {
     /// Drop a loaded network (an operator removed a model of their own): the next [`Self::network`]
     /// call for `stem` loads it again.
     pub fn forget(&self, stem: &str) -> bool {
-        lock(&self.networks).remove(stem).is_some()
+        let mut map = lock(&self.networks);
+        let f32 = map.remove(&network_key(stem, Storage::F32)).is_some();
+        map.remove(&network_key(stem, Storage::Default)).is_some() || f32
     }
 
     /// Tile side (input px) for a network on this runtime.
@@ -151,6 +164,15 @@ impl Runtime {
             None => (10, PadMode::Reflect),
         };
         SrSpec::with_prepost(stem, PrePost { pad_mode, pad, crop: pad * net_scale, net_scale }, net_scale, 16)
+    }
+}
+
+/// The key of a (stem, storage) in the loaded networks: the stem itself for the backend's default
+/// (a NUL never occurs in a path).
+fn network_key(stem: &str, storage: Storage) -> String {
+    match storage {
+        Storage::Default => stem.to_string(),
+        Storage::F32 => format!("{stem}\0f32"),
     }
 }
 

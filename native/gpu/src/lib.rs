@@ -58,6 +58,7 @@ use ops::mma::{self, MmaCfg, MmaMode};
 use ops::rb;
 use lucent_core::error::{Code, Error, Result};
 use lucent_core::ncnn::Net;
+use lucent_core::backend::Storage;
 use lucent_core::{Backend, BackendInfo, Cancel, Prepared, Tensor};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -684,10 +685,18 @@ impl GpuBackend {
 
 impl Backend for GpuBackend {
     fn info(&self) -> BackendInfo {
-        BackendInfo { kind: "gpu", adapter: self.dev.summary.adapter.clone(), f16: self.settings.f16, cpu_isa: None, threads: None }
+        BackendInfo { kind: "gpu", adapter: self.dev.summary.adapter.clone(), f16: self.settings.f16, cpu_isa: None, threads: None, cpu_precision: None }
     }
     fn prepare(&self, net: Arc<Net>) -> Result<Arc<dyn Prepared>> {
         Ok(Arc::new(self.prepare_gpu(net)?))
+    }
+    /// [`Storage::F32`]: this network on a handle of the same device with f32 storage (and no f16
+    /// math); every other setting (kernels, tuning, profile) stays the handle's.
+    fn prepare_with(&self, net: Arc<Net>, storage: Storage) -> Result<Arc<dyn Prepared>> {
+        match storage {
+            Storage::Default => self.prepare(net),
+            Storage::F32 => Ok(Arc::new(self.with_settings(|s| s.f16 = false).prepare_gpu(net)?)),
+        }
     }
     fn max_tile(&self, net: &Net) -> usize {
         prep::max_tile(net, &self.dev.summary.limits, self.settings.f16)

@@ -19,12 +19,15 @@
 //!
 //! No catalog entry yet: the models are named here ([`MODELS`]: `seg/<name>.onnx` in the model
 //! dir, loaded once per runtime by [`Runtime::network`] through lucent_models' ONNX reader).
-//! On a GPU backend the net should run with f32 storage (docs/models.md: f16 drifts to 8.5e-2).
+//! On a GPU backend the net runs with f32 storage ([`Storage::F32`] through
+//! [`Runtime::network_with`]): with f16 storage u2netp's map drifts to 8.5e-2 from onnxruntime's
+//! (docs/models.md), with f32 it stays within 1e-3 of the CPU backend's (docs/segmentation.md).
 pub mod refine;
 
 use crate::raster::{Raster, RasterRef};
 use crate::resample::resize;
 use crate::runtime::Runtime;
+use lucent_core::backend::Storage;
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
 use refine::{guided_filter, Guide, GuidedParams, MAP_SIDE};
 
@@ -94,7 +97,7 @@ pub fn network_map_rgb8(rt: &Runtime, stem: &str, rgb: &[u8], w: usize, h: usize
     }
     let x = Tensor::from_vec(3, MAP_SIDE, MAP_SIDE, data);
     cancel.check()?;
-    let l = rt.network(stem)?;
+    let l = rt.network_with(stem, Storage::F32)?;
     let out_blob = l.net.blob("out0").unwrap_or(l.out_blob);
     let mut outs = l.prepared.run(&[(l.in_blob, &x)], &[out_blob], cancel)?;
     let y = outs.pop().ok_or_else(|| Error::new(Code::Internal, format!("{stem}: no output")))?;
