@@ -96,6 +96,9 @@ pub struct BackendInfo {
     pub cpu_isa: Option<&'static str>,
     /// The CPU backend's worker threads; None for the GPU.
     pub threads: Option<usize>,
+    /// What the CPU backend's convolutions run (`fp32`, `bf16 (amx-bf16) ...`, or fp32 and why a
+    /// narrower precision asked for does not run); None for the GPU.
+    pub cpu_precision: Option<String>,
 }
 
 /// The storage precision a network asks of a backend (feature maps and weights in memory; the

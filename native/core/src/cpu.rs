@@ -22,7 +22,9 @@
 //! feeds convolutions are never materialised: the conv reads the input planes from the parts.
 //! Every other op uses the plain [`crate::reference`] implementation.
 
+mod amx;
 mod attention;
+pub mod bf16;
 pub mod calibrate;
 mod conv;
 mod direct;
@@ -50,7 +52,8 @@ use conv::{ConvAlgo, PackedDeconv};
 use epilogue::Residual;
 use fuse::{next_step, Follower, Fusion};
 pub use isa::Isa;
-pub use options::{CacheFile, ConvPolicy, CpuOptions};
+pub use bf16::Bf16Kernel;
+pub use options::{CacheFile, ConvPolicy, CpuOptions, Precision};
 use std::sync::Arc;
 
 pub struct CpuBackend {
@@ -62,6 +65,10 @@ pub struct CpuBackend {
     keep_transforms: bool,
     /// Per-op-kind times to stderr ([`CpuOptions::profile`]).
     profile: bool,
+    /// The bf16 kernel convs may use (None: fp32 only; [`CpuOptions::effective_bf16`]).
+    bf16: Option<Bf16Kernel>,
+    /// What the convs run and why ([`CpuBackend::precision`]).
+    precision: String,
 }
 
 impl CpuBackend {
@@ -88,7 +95,10 @@ impl CpuBackend {
             .build()
             .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .expect("cannot start even a one-thread pool");
+        let (bf16, precision) = o.effective_bf16();
         CpuBackend {
+            bf16,
+            precision,
             threads: n,
             pool: Arc::new(pool),
             isa: o.effective_isa(),
@@ -117,6 +127,17 @@ impl CpuBackend {
         self.threads
     }
 
+    /// What the convolutions run: `fp32`, or `bf16 (<kernel>) where measured faster, else fp32`; when
+    /// a narrower precision was asked for and fp32 runs instead, why (no bf16 unit, no int8 path).
+    pub fn precision(&self) -> &str {
+        &self.precision
+    }
+
+    /// The bf16 kernel the convs may use (None: fp32 only).
+    pub fn bf16_kernel(&self) -> Option<Bf16Kernel> {
+        self.bf16
+    }
+
     /// The instruction-set level of the hot loops.
     pub fn isa(&self) -> Isa {
         self.isa
@@ -124,7 +145,7 @@ impl CpuBackend {
 
     /// Prepare without the trait object (for tests and benches).
     pub fn prepare_net(&self, net: Arc<Net>) -> Result<CpuNet> {
-        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, self.keep_transforms)?;
+        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, self.bf16, self.keep_transforms)?;
         n.profile = self.profile;
         Ok(n)
     }
@@ -132,7 +153,7 @@ impl CpuBackend {
 
 impl Backend for CpuBackend {
     fn info(&self) -> BackendInfo {
-        BackendInfo { kind: "cpu", adapter: "cpu".into(), f16: false, cpu_isa: Some(self.isa.name()), threads: Some(self.threads) }
+        BackendInfo { kind: "cpu", adapter: "cpu".into(), f16: false, cpu_isa: Some(self.isa.name()), threads: Some(self.threads), cpu_precision: Some(self.precision.clone()) }
     }
 
     fn prepare(&self, net: Arc<Net>) -> Result<Arc<dyn Prepared>> {
@@ -263,7 +284,7 @@ pub struct CpuNet {
 }
 
 impl CpuNet {
-    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, keep_transforms: bool) -> Result<Self> {
+    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, bf16: Option<Bf16Kernel>, keep_transforms: bool) -> Result<Self> {
         let nl = net.layers.len();
         let nb = net.blob_names.len();
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nb];
@@ -287,7 +308,7 @@ impl CpuNet {
             match &l.op {
                 Op::Conv(c) => {
                     validate_conv(l, c)?;
-                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy)));
+                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy, bf16)));
                     if l.tops.len() == 1 {
                         let mut cur = l.tops[0];
                         while let Some(step) = next_step(&net, &readers, &producer, li, c.num_output, cur, fusion[li].followers.is_empty()) {
@@ -323,6 +344,16 @@ impl CpuNet {
         s.sort_unstable();
         s.dedup();
         s.len()
+    }
+
+    /// The precision of each conv layer, by layer name: `"bf16"` or `"fp32"`.
+    pub fn conv_precisions(&self) -> Vec<(String, &'static str)> {
+        self.net
+            .layers
+            .iter()
+            .zip(&self.algo)
+            .filter_map(|(l, a)| a.as_ref().map(|a| (l.name.clone(), if matches!(a, ConvAlgo::Bf16(_)) { "bf16" } else { "fp32" })))
+            .collect()
     }
 
     /// The algorithm picked for each conv layer, by layer name: true for Winograd.

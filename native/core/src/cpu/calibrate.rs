@@ -21,6 +21,7 @@
 //! im2col, `1` Winograd wherever it applies without measuring; `CpuBackend::with_policy` sets it
 //! per backend).
 
+use super::bf16::{self, Bf16Kernel};
 use super::conv::{conv_forward, ConvAlgo};
 use super::isa::Isa;
 use super::options::{CacheFile, ConvPolicy};
@@ -70,8 +71,21 @@ pub fn log() -> Vec<Measured> {
     v
 }
 
-/// The algorithm for `c` (called inside the backend's pool, so the timing sees its threads).
-pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy) -> ConvAlgo {
+/// The algorithm for `c` (called inside the backend's pool, so the timing sees its threads). With a
+/// bf16 kernel, bf16 where it applies and was measured faster than the fp32 choice; with a pinned
+/// `policy` (not `Measure`) or the emulated kernel, bf16 wherever it applies, unmeasured.
+pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>) -> ConvAlgo {
+    let fp32 = choose_fp32(c, isa, policy);
+    if let Some(k) = bf16k.filter(|_| bf16::applies(c)) {
+        let pinned = policy != ConvPolicy::Measure || k == Bf16Kernel::Emulated;
+        if pinned || measure_bf16(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, &fp32).bf16() {
+            return ConvAlgo::Bf16(bf16::pack(c, k));
+        }
+    }
+    fp32
+}
+
+fn choose_fp32(c: &Conv, isa: Isa, policy: ConvPolicy) -> ConvAlgo {
     if !winograd::applies(c) {
         return ConvAlgo::Im2col;
     }
@@ -85,6 +99,123 @@ pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy) -> ConvAlgo {
     } else {
         ConvAlgo::Im2col
     }
+}
+
+/// A synthetic `kh x kw` conv (pad to keep the size, leaky ReLU) and a 64x64 input for timing.
+fn synthetic(ic: usize, oc: usize, kh: usize, kw: usize) -> (Conv, Val) {
+    let mut seed = 0x9e3779b97f4a7c15u64 ^ (ic * 1000 + oc) as u64;
+    let mut rnd = move || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let c = Conv {
+        num_output: oc,
+        num_input: ic,
+        group: 1,
+        kernel_w: kw,
+        kernel_h: kh,
+        dilation_w: 1,
+        dilation_h: 1,
+        stride_w: 1,
+        stride_h: 1,
+        pad: Padding::Explicit { left: kw / 2, right: (kw - 1) / 2, top: kh / 2, bottom: (kh - 1) / 2 },
+        pad_value: 0.0,
+        output_pad_right: 0,
+        output_pad_bottom: 0,
+        output_w: 0,
+        output_h: 0,
+        weight: (0..oc * ic * kh * kw).map(|_| rnd() * 0.1).collect(),
+        bias: Some((0..oc).map(|_| rnd()).collect()),
+        activation: Activation::LeakyRelu(0.2),
+    };
+    let n = CALIBRATION_PX;
+    let x = Val::T(Arc::new(Tensor::from_vec(ic, n, n, (0..ic * n * n).map(|_| rnd() + 0.5).collect())));
+    (c, x)
+}
+
+/// The fastest of three runs (after a warm-up) of each algorithm, alternating.
+fn time_algos(c: &Conv, x: &Val, isa: Isa, algos: &[ConvAlgo]) -> Vec<f64> {
+    let mut best = vec![f64::INFINITY; algos.len()];
+    for round in 0..4 {
+        for (i, a) in algos.iter().enumerate() {
+            let t = Instant::now();
+            let out = conv_forward(c, a, isa, x, None, &[], &[]);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            debug_assert!(out.is_ok());
+            if round > 0 {
+                best[i] = best[i].min(ms);
+            }
+        }
+    }
+    best
+}
+
+/// One measured bf16-vs-fp32 conv shape.
+#[derive(Clone, Copy, Debug)]
+pub struct MeasuredBf16 {
+    pub ic: usize,
+    pub oc: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub kernel: Bf16Kernel,
+    pub threads: usize,
+    pub bf16_ms: f64,
+    /// The fp32 algorithm this layer would run otherwise (Winograd or im2col, as chosen).
+    pub fp32_ms: f64,
+    pub cost_ms: f64,
+    pub cached: bool,
+}
+
+impl MeasuredBf16 {
+    pub fn bf16(&self) -> bool {
+        self.bf16_ms < self.fp32_ms
+    }
+}
+
+type KeyBf16 = (usize, usize, usize, usize, Isa, Bf16Kernel, usize, bool);
+
+fn cache_bf16() -> &'static Mutex<HashMap<KeyBf16, MeasuredBf16>> {
+    static C: OnceLock<Mutex<HashMap<KeyBf16, MeasuredBf16>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// Every bf16-vs-fp32 measurement so far in this process.
+pub fn log_bf16() -> Vec<MeasuredBf16> {
+    let mut v: Vec<MeasuredBf16> = cache_bf16().lock().map(|m| m.values().copied().collect()).unwrap_or_default();
+    v.sort_by_key(|m| (m.ic, m.oc, m.kh, m.kw, m.kernel, m.threads));
+    v
+}
+
+/// Time (or recall) bf16 against `fp32` (the layer's fp32 choice) for a shape; cached like
+/// [`measure`] (in memory and in the file, keyed by the kernel too).
+fn measure_bf16(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Bf16Kernel, fp32: &ConvAlgo) -> MeasuredBf16 {
+    let threads = rayon::current_num_threads();
+    let wino = matches!(fp32, ConvAlgo::Winograd(_));
+    let key = (ic, oc, kh, kw, isa, kernel, threads, wino);
+    if let Some(m) = cache_bf16().lock().ok().and_then(|m| m.get(&key).copied()) {
+        return m;
+    }
+    let fkey = format!("{}|{}|{kh}x{kw}|{}", file_key(ic, oc, isa, threads), kernel.name(), if wino { "winograd" } else { "im2col" });
+    let file = cache_file();
+    let parsed = file.and_then(|f| file_lines(f).get(&fkey).cloned()).and_then(|l| {
+        let v: Vec<f64> = l.split('\t').filter_map(|x| x.parse().ok()).filter(|n: &f64| n.is_finite() && *n >= 0.0).collect();
+        (v.len() == 3).then(|| MeasuredBf16 { ic, oc, kh, kw, kernel, threads, bf16_ms: v[0], fp32_ms: v[1], cost_ms: v[2], cached: true })
+    });
+    let m = parsed.unwrap_or_else(|| {
+        let t0 = Instant::now();
+        let (c, x) = synthetic(ic, oc, kh, kw);
+        let f = if wino { ConvAlgo::Winograd(winograd::pack(&c, isa)) } else { ConvAlgo::Im2col };
+        let best = time_algos(&c, &x, isa, &[ConvAlgo::Bf16(bf16::pack(&c, kernel)), f]);
+        let m = MeasuredBf16 { ic, oc, kh, kw, kernel, threads, bf16_ms: best[0], fp32_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
+        if let Some(f) = file {
+            let _ = write_line(f, &fkey, &format!("{}\t{}\t{}", m.bf16_ms, m.fp32_ms, m.cost_ms));
+        }
+        m
+    });
+    if let Ok(mut cache) = cache_bf16().lock() {
+        cache.insert(key, m);
+    }
+    m
 }
 
 /// Time (or recall) the shape; the lock is not held while timing, so two threads may measure the
@@ -103,53 +234,15 @@ pub fn measure(ic: usize, oc: usize, isa: Isa) -> Measured {
         return m;
     }
     let t0 = Instant::now();
-    let mut seed = 0x9e3779b97f4a7c15u64 ^ (ic * 1000 + oc) as u64;
-    let mut rnd = move || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
-    let c = Conv {
-        num_output: oc,
-        num_input: ic,
-        group: 1,
-        kernel_w: 3,
-        kernel_h: 3,
-        dilation_w: 1,
-        dilation_h: 1,
-        stride_w: 1,
-        stride_h: 1,
-        pad: Padding::Explicit { left: 1, right: 1, top: 1, bottom: 1 },
-        pad_value: 0.0,
-        output_pad_right: 0,
-        output_pad_bottom: 0,
-        output_w: 0,
-        output_h: 0,
-        weight: (0..oc * ic * 9).map(|_| rnd() * 0.1).collect(),
-        bias: Some((0..oc).map(|_| rnd()).collect()),
-        activation: Activation::LeakyRelu(0.2),
-    };
-    let n = CALIBRATION_PX;
-    let x = Val::T(Arc::new(Tensor::from_vec(ic, n, n, (0..ic * n * n).map(|_| rnd() + 0.5).collect())));
-    let algos = [ConvAlgo::Winograd(winograd::pack(&c, isa)), ConvAlgo::Im2col];
-    let mut best = [f64::INFINITY; 2];
-    for round in 0..4 {
-        for (i, a) in algos.iter().enumerate() {
-            let t = Instant::now();
-            let out = conv_forward(&c, a, isa, &x, None, &[], &[]);
-            let ms = t.elapsed().as_secs_f64() * 1e3;
-            debug_assert!(out.is_ok());
-            if round > 0 {
-                best[i] = best[i].min(ms);
-            }
-        }
-    }
+    let (c, x) = synthetic(ic, oc, 3, 3);
+    let best = time_algos(&c, &x, isa, &[ConvAlgo::Winograd(winograd::pack(&c, isa)), ConvAlgo::Im2col]);
     let m = Measured { ic, oc, isa, threads, winograd_ms: best[0], im2col_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
     if let Ok(mut cache) = cache().lock() {
         cache.insert(key, m);
     }
     if let Some(f) = file {
         // A cache that cannot be written costs a measurement next time, nothing else.
-        let _ = write_line(f, &file_key(ic, oc, isa, threads), &m);
+        let _ = write_line(f, &file_key(ic, oc, isa, threads), &format!("{}\t{}\t{}", m.winograd_ms, m.im2col_ms, m.cost_ms));
     }
     m
 }
@@ -218,13 +311,13 @@ fn read_file(path: &Path) -> HashMap<String, String> {
 
 /// Replace or add one line (written to a temporary file, then renamed over the cache, so a reader
 /// never sees half a file; concurrent writers may drop each other's new lines: measured again).
-fn write_line(path: &Path, key: &str, m: &Measured) -> std::io::Result<()> {
+fn write_line(path: &Path, key: &str, value: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     let old = std::fs::read_to_string(path).unwrap_or_default();
     let mut out: String = old.lines().filter(|l| l.split_once('\t').is_some_and(|(k, _)| k != key)).flat_map(|l| [l, "\n"]).collect();
-    out.push_str(&format!("{key}\t{}\t{}\t{}\n", m.winograd_ms, m.im2col_ms, m.cost_ms));
+    out.push_str(&format!("{key}\t{value}\n"));
     let tmp = path.with_extension(format!("tmp{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], ""));
     std::fs::write(&tmp, out)?;
     std::fs::rename(&tmp, path)
@@ -243,9 +336,10 @@ mod tests {
         let m = Measured { ic: 64, oc: 64, isa: Isa::Scalar, threads: 2, winograd_ms: 1.5, im2col_ms: 2.25, cost_ms: 30.0, cached: false };
         let k = file_key(64, 64, Isa::Scalar, 2);
         assert!(k.contains(cpu_model()) && k.ends_with("|scalar|2|64x64"), "{k}");
-        write_line(&path, &k, &m).unwrap();
-        write_line(&path, "other", &Measured { winograd_ms: 9.0, ..m }).unwrap();
-        write_line(&path, &k, &Measured { winograd_ms: 3.0, ..m }).unwrap();
+        let v = |m: &Measured| format!("{}\t{}\t{}", m.winograd_ms, m.im2col_ms, m.cost_ms);
+        write_line(&path, &k, &v(&m)).unwrap();
+        write_line(&path, "other", &v(&Measured { winograd_ms: 9.0, ..m })).unwrap();
+        write_line(&path, &k, &v(&Measured { winograd_ms: 3.0, ..m })).unwrap();
         let lines = read_file(&path);
         assert_eq!(lines.len(), 2);
         let back = parse_value(&lines[&k], 64, 64, Isa::Scalar, 2).unwrap();

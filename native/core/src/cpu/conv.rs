@@ -11,7 +11,7 @@
 use super::epilogue::{Residual, RowOps};
 use super::isa::Isa;
 use super::ptr::SendPtr;
-use super::{direct, winograd, Val};
+use super::{bf16, direct, winograd, Val};
 use crate::bail;
 use crate::error::{Code, Result};
 use crate::ncnn::model::Conv;
@@ -28,6 +28,8 @@ const IM2COL_BUDGET: usize = 2 << 20;
 pub enum ConvAlgo {
     Im2col,
     Winograd(winograd::Packed),
+    /// bf16 direct convolution ([`bf16`]).
+    Bf16(bf16::Packed),
 }
 
 pub struct PackedDeconv {
@@ -106,6 +108,10 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
     let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope, residual, plane };
     if c.group == c.num_input && c.group == c.num_output {
         depthwise(c, &planes, w, h, g, &mut out, &ops);
+        return Ok(out);
+    }
+    if let ConvAlgo::Bf16(p) = algo {
+        bf16::forward(c, p, &planes, w, h, g, &mut out, &ops);
         return Ok(out);
     }
     if matches!(algo, ConvAlgo::Im2col) && direct::fits(c) {

@@ -2,6 +2,7 @@
 //! reads no environment for them. The server maps its `LUCENT_CPU_*` settings onto these (through
 //! the addon's init options), the bench CLI maps the same names at its `main`.
 
+use super::bf16::Bf16Kernel;
 use super::isa::Isa;
 pub use crate::options::CacheFile;
 
@@ -26,6 +27,12 @@ pub struct CpuOptions {
     /// The calibration's file cache (`LUCENT_CPU_CALIBRATION_CACHE`); process-wide, the first
     /// backend's choice holds.
     pub calibration_cache: CacheFile,
+    /// The arithmetic of the convolutions (`LUCENT_CPU_PRECISION`; default [`Precision::Auto`], which
+    /// here means fp32: the engine decides `auto` per network).
+    pub precision: Precision,
+    /// Caps the bf16 kernel (tests and comparisons: `Some(Avx512Bf16)` keeps AMX off, `Some(Emulated)`
+    /// pins the portable one). None: the best this CPU runs.
+    pub bf16_kernel: Option<Bf16Kernel>,
 }
 
 impl Default for CpuOptions {
@@ -38,6 +45,8 @@ impl Default for CpuOptions {
             keep_transforms: true,
             profile: false,
             calibration_cache: CacheFile::Default,
+            precision: Precision::Auto,
+            bf16_kernel: None,
         }
     }
 }
@@ -76,6 +85,73 @@ impl ConvPolicy {
             "0" | "im2col" => ConvPolicy::Im2col,
             "1" | "winograd" => ConvPolicy::Winograd,
             _ => ConvPolicy::Measure,
+        }
+    }
+}
+
+/// The arithmetic of a backend's convolutions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// fp32 everywhere.
+    Fp32,
+    /// bf16 inputs and weights with fp32 sums for each conv where it is measured faster
+    /// ([`super::calibrate`]); fp32 on a CPU without AVX512-BF16 or AMX (`info()` says why).
+    Bf16,
+    /// Not implemented yet: runs fp32 (`info()` says so).
+    Int8,
+    /// The caller decided nothing: fp32 here (the engine maps `auto` to a precision per network).
+    #[default]
+    Auto,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::Int8 => "int8",
+            Precision::Auto => "auto",
+        }
+    }
+
+    /// A setting's value (`LUCENT_CPU_PRECISION`): `fp32`, `bf16`, `int8`, `auto`; None otherwise.
+    pub fn parse(v: &str) -> Option<Precision> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "fp32" | "f32" => Some(Precision::Fp32),
+            "bf16" => Some(Precision::Bf16),
+            "int8" | "i8" => Some(Precision::Int8),
+            "auto" | "" => Some(Precision::Auto),
+            _ => None,
+        }
+    }
+}
+
+impl CpuOptions {
+    /// The bf16 kernel the convs may use under these options, or None (fp32), and a line saying
+    /// what runs and, where fp32 runs instead of what was asked, why.
+    pub fn effective_bf16(&self) -> (Option<Bf16Kernel>, String) {
+        match self.precision {
+            Precision::Fp32 => (None, "fp32".into()),
+            Precision::Auto => (None, "fp32 (auto: no precision chosen by the caller)".into()),
+            Precision::Int8 => (None, "fp32 (int8 requested: no int8 path yet)".into()),
+            Precision::Bf16 => {
+                let k = match self.bf16_kernel {
+                    Some(cap) => Bf16Kernel::best_up_to(cap),
+                    None => Bf16Kernel::best(),
+                };
+                match k {
+                    Some(k) => (Some(k), format!("bf16 ({}) where measured faster, else fp32", k.name())),
+                    None => {
+                        let why: Vec<String> = [Bf16Kernel::Amx, Bf16Kernel::Avx512Bf16]
+                            .into_iter()
+                            .filter(|&x| self.bf16_kernel.is_none_or(|cap| x <= cap))
+                            .map(|x| format!("{}: {}", x.name(), x.unsupported_reason().unwrap_or_else(|| "capped off".into())))
+                            .collect();
+                        let why = if why.is_empty() { "capped off".to_string() } else { why.join("; ") };
+                        (None, format!("fp32 (bf16 requested, no bf16 unit: {why})"))
+                    }
+                }
+            }
         }
     }
 }

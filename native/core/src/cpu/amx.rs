@@ -1,0 +1,119 @@
+//! AMX-BF16 for [`super::bf16`]: the OS permission (asked once per process), the per-work-item tile
+//! configuration ([`Tiles`]), and the kernel (32 outputs x 32 pixels as 2x2 C tiles).
+//!
+//! Rust has no AMX intrinsics: the tile instructions are spelled in `asm!` templates with the tile
+//! registers named literally (the compiler never allocates tmm registers, so nothing else touches
+//! them between the statements). Tiles: tmm0-3 the fp32 C tiles (16 rows x 64 bytes), tmm4/5 the
+//! A tiles of two 16-output blocks (16 outputs x 16 bf16 pairs), tmm6/7 the B tiles of two 16-pixel
+//! blocks (16 pairs x 16 pixels, rows one pair plane apart). Linux gives tile state only after
+//! `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)` (per process); without it the first tile
+//! instruction faults, so [`unavailable_reason`] asks first and the kernel is never chosen when it
+//! fails.
+
+use super::bf16::Job;
+use std::sync::OnceLock;
+
+/// Why AMX-BF16 cannot run here (CPU flags, OS permission), or None when it can.
+pub fn unavailable_reason() -> Option<String> {
+    static R: OnceLock<Option<String>> = OnceLock::new();
+    R.get_or_init(detect).clone()
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn detect() -> Option<String> {
+    Some("AMX is used on x86-64 Linux only".into())
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn detect() -> Option<String> {
+    use std::arch::x86_64::__cpuid_count;
+    let leaf7 = __cpuid_count(7, 0);
+    let (tile, bf16) = (leaf7.edx & (1 << 24) != 0, leaf7.edx & (1 << 22) != 0);
+    if !(tile && bf16) {
+        return Some("this CPU lacks amx_tile/amx_bf16".into());
+    }
+    const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+    const XFEATURE_XTILEDATA: i64 = 18;
+    let r: i64;
+    // SAFETY: arch_prctl (syscall 158) with these arguments only changes this process's
+    // permission to use the AMX tile state.
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") 158i64 => r, in("rdi") ARCH_REQ_XCOMP_PERM, in("rsi") XFEATURE_XTILEDATA,
+            lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    (r != 0).then(|| format!("the OS refused the AMX tile state (arch_prctl returned {r})"))
+}
+
+/// The 64-byte tile configuration: palette 1, eight tiles of 16 rows x 64 bytes.
+#[repr(C, align(64))]
+struct Config([u8; 64]);
+
+/// The tile configuration of the current thread, loaded for the life of the value (one work item);
+/// released on drop so no tile state lingers in the pool's threads.
+pub struct Tiles(());
+
+impl Tiles {
+    /// Loads the configuration. Call only when [`unavailable_reason`] is None.
+    pub fn config() -> Tiles {
+        let mut cfg = Config([0; 64]);
+        cfg.0[0] = 1;
+        for t in 0..8 {
+            cfg.0[16 + 2 * t] = 64;
+            cfg.0[48 + t] = 16;
+        }
+        // SAFETY: the kernel is only chosen when AMX is supported and permitted (see the module doc).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("ldtilecfg [{0}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+        }
+        Tiles(())
+    }
+}
+
+impl Drop for Tiles {
+    fn drop(&mut self) {
+        // SAFETY: as in `config`.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! tileload {
+    ($t:literal, $p:expr, $stride:expr) => {
+        std::arch::asm!(concat!("tileloadd ", $t, ", [{p} + {s}*1]"), p = in(reg) $p, s = in(reg) $stride, options(nostack, readonly))
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! tilestore {
+    ($t:literal, $p:expr, $stride:expr) => {
+        std::arch::asm!(concat!("tilestored [{p} + {s}*1], ", $t), p = in(reg) $p, s = in(reg) $stride, options(nostack))
+    };
+}
+
+/// [`super::bf16`]'s kernel contract: outputs `q .. q + 32` of channels `32 * ob2 ..` into `c`
+/// (row stride `ldc` floats). Unsafe: as there, plus a live [`Tiles`] on this thread.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn kernel(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+    use std::arch::asm;
+    asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
+    let (sa, sb) = (64usize, j.plane * 4);
+    for t in 0..j.kh * j.kw {
+        for kc in 0..j.nkc {
+            let b = j.b(t, kc, q);
+            tileload!("tmm4", j.a(t, ob2 * 2, kc), sa);
+            tileload!("tmm6", b, sb);
+            tileload!("tmm7", b.add(16), sb);
+            tileload!("tmm5", j.a(t, ob2 * 2 + 1, kc), sa);
+            asm!("tdpbf16ps tmm0, tmm4, tmm6", "tdpbf16ps tmm1, tmm4, tmm7", "tdpbf16ps tmm2, tmm5, tmm6", "tdpbf16ps tmm3, tmm5, tmm7", options(nostack, nomem));
+        }
+    }
+    let sc = ldc * 4;
+    tilestore!("tmm0", c, sc);
+    tilestore!("tmm1", c.add(16), sc);
+    tilestore!("tmm2", c.add(16 * ldc), sc);
+    tilestore!("tmm3", c.add(16 * ldc + 16), sc);
+}

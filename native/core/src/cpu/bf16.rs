@@ -1,0 +1,355 @@
+//! bf16 direct convolution (stride 1, no dilation, one group, kernels up to 5x5): bf16-rounded
+//! inputs and weights, fp32 sums, the conv's fused fp32 epilogue. No Winograd here: its transforms
+//! amplify the bf16 rounding; direct bf16 costs ~55 dB PSNR against fp32 on the SR networks.
+//!
+//! Layout (no im2col): the conv's input is converted once into zero-padded bf16 channel pairs,
+//! `[ic/2][Hp][Wp]` of u32 (low half: the even channel; `ic` rounded up to 32, `Hp`/`Wp` the padded
+//! height/width with the conv's pad value; channels past `ic` are 0). The output is computed on the
+//! flattened padded width: output `q = y * Wp + x` for x in 0..Wp (columns `x >= out_w` are dropped),
+//! so each tap `(dy, dx)` is a shifted GEMM whose B matrix starts at pixel `q + dy * Wp + dx` of
+//! every pair plane, with no row edges inside a tile. Weights are packed once per layer as
+//! `[tap][oc/16][ic/32]` blocks of 16 x 16 pairs (one AMX A tile, 1 KB each; `oc` rounded to 32).
+//!
+//! One kernel call computes 32 output channels x 32 consecutive outputs (fp32) into a scratch row
+//! block; the rows are copied to the output and the epilogue ([`RowOps`]) runs on them. Kernels
+//! ([`Bf16Kernel`]): AMX tiles ([`super::amx`], 2x2 C tiles of TDPBF16PS), AVX512-BF16 `vdpbf16ps`
+//! (same layout: a B tile row is one 512-bit vector of 16 pixel pairs), and a portable one that
+//! multiplies the same bf16 values in fp32 (bf16 x bf16 products are exact in fp32), for CPUs
+//! without either and for tests of the layout on any CPU.
+
+use super::epilogue::RowOps;
+use super::ptr::SendPtr;
+use crate::ncnn::model::Conv;
+use crate::reference::ConvGeometry;
+use crate::tensor::Tensor;
+use rayon::prelude::*;
+use std::fmt;
+
+/// Which bf16 kernel runs (lowest first; a cap picks the best at or below it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bf16Kernel {
+    /// Portable Rust on the bf16-rounded values (slow: for tests and CPUs without bf16 units only
+    /// when pinned; [`Bf16Kernel::best`] never returns it for speed).
+    Emulated,
+    /// AVX512-BF16 `vdpbf16ps` (AMD Zen 4/5, Intel Cooper Lake and later).
+    Avx512Bf16,
+    /// AMX-BF16 tiles (Intel Sapphire Rapids and later; needs the OS's permission, asked once).
+    Amx,
+}
+
+impl Bf16Kernel {
+    pub const ALL: [Bf16Kernel; 3] = [Bf16Kernel::Emulated, Bf16Kernel::Avx512Bf16, Bf16Kernel::Amx];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bf16Kernel::Emulated => "bf16-emulated",
+            Bf16Kernel::Avx512Bf16 => "avx512bf16",
+            Bf16Kernel::Amx => "amx-bf16",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Bf16Kernel> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "emulated" | "bf16-emulated" | "scalar" => Some(Bf16Kernel::Emulated),
+            "avx512bf16" | "avx512_bf16" | "avx512-bf16" => Some(Bf16Kernel::Avx512Bf16),
+            "amx" | "amx-bf16" | "amx_bf16" => Some(Bf16Kernel::Amx),
+            _ => None,
+        }
+    }
+
+    /// Whether this CPU (and OS) runs the kernel.
+    pub fn supported(self) -> bool {
+        self.unsupported_reason().is_none()
+    }
+
+    /// Why the kernel cannot run here, or None when it can.
+    pub fn unsupported_reason(self) -> Option<String> {
+        match self {
+            Bf16Kernel::Emulated => None,
+            #[cfg(target_arch = "x86_64")]
+            Bf16Kernel::Avx512Bf16 => {
+                (!(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bf16"))).then(|| "this CPU lacks avx512_bf16".to_string())
+            }
+            #[cfg(target_arch = "x86_64")]
+            Bf16Kernel::Amx => super::amx::unavailable_reason(),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => Some("not an x86-64 build".into()),
+        }
+    }
+
+    /// The fastest hardware bf16 kernel here, or None (then bf16 requests run fp32).
+    pub fn best() -> Option<Bf16Kernel> {
+        [Bf16Kernel::Amx, Bf16Kernel::Avx512Bf16].into_iter().find(|k| k.supported())
+    }
+
+    /// The best kernel at or below `cap` that runs here (None: none but the emulated one, which is
+    /// only used when pinned exactly).
+    pub fn best_up_to(cap: Bf16Kernel) -> Option<Bf16Kernel> {
+        if cap == Bf16Kernel::Emulated {
+            return Some(Bf16Kernel::Emulated);
+        }
+        [Bf16Kernel::Amx, Bf16Kernel::Avx512Bf16].into_iter().filter(|&k| k <= cap).find(|k| k.supported())
+    }
+}
+
+impl fmt::Display for Bf16Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// fp32 -> bf16, round to nearest even (NaN stays a quiet NaN).
+#[inline(always)]
+pub fn to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// bf16 -> fp32 (exact).
+#[inline(always)]
+pub fn from_bf16(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// Whether [`forward`] runs `c`.
+pub fn applies(c: &Conv) -> bool {
+    c.group == 1 && c.stride_w == 1 && c.stride_h == 1 && c.dilation_w == 1 && c.dilation_h == 1 && c.kernel_w <= 5 && c.kernel_h <= 5
+}
+
+/// A layer's weights as bf16 A tiles (see the module doc).
+pub struct Packed {
+    w: Vec<u32>,
+    oc: usize,
+    ocp: usize,
+    ic: usize,
+    icp: usize,
+    kh: usize,
+    kw: usize,
+    pub kernel: Bf16Kernel,
+}
+
+/// Pack `c`'s weights for `kernel` (`c` must satisfy [`applies`]).
+pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
+    let (oc, ic, kh, kw) = (c.num_output, c.num_input, c.kernel_h, c.kernel_w);
+    let (ocp, icp) = (oc.div_ceil(32) * 32, ic.div_ceil(32) * 32);
+    let (nob, nkc, taps) = (ocp / 16, icp / 32, kh * kw);
+    let mut w = vec![0u32; taps * nob * nkc * 256];
+    for t in 0..taps {
+        for o in 0..oc {
+            for i in (0..ic).step_by(2) {
+                let at = |i: usize| if i < ic { to_bf16(c.weight[(o * ic + i) * taps + t]) as u32 } else { 0 };
+                let (ob, m, kc, k) = (o / 16, o % 16, i / 32, (i % 32) / 2);
+                w[((t * nob + ob) * nkc + kc) * 256 + m * 16 + k] = at(i) | (at(i + 1) << 16);
+            }
+        }
+    }
+    Packed { w, oc, ocp, ic, icp, kh, kw, kernel }
+}
+
+/// What a kernel call reads.
+pub struct Job<'a> {
+    /// Input pairs, `[icp/2][plane]` plus a zero tail.
+    pub x: &'a [u32],
+    /// Pixels per pair plane (`Hp * Wp`).
+    pub plane: usize,
+    pub wp: usize,
+    pub kh: usize,
+    pub kw: usize,
+    /// 32-channel chunks of the input.
+    pub nkc: usize,
+    /// 16-channel blocks of the output.
+    pub nob: usize,
+    pub w: &'a [u32],
+}
+
+impl Job<'_> {
+    /// The A tile (16 outputs x 16 pairs) of tap `t`, output block `ob`, input chunk `kc`.
+    #[inline(always)]
+    pub fn a(&self, t: usize, ob: usize, kc: usize) -> *const u32 {
+        self.w[((t * self.nob + ob) * self.nkc + kc) * 256..].as_ptr()
+    }
+    /// Where the B tile (16 pairs x 16 outputs from `q`) of tap `t`, chunk `kc` starts; its rows
+    /// are `plane` pairs apart.
+    #[inline(always)]
+    pub fn b(&self, t: usize, kc: usize, q: usize) -> *const u32 {
+        let (dy, dx) = (t / self.kw, t % self.kw);
+        self.x[kc * 16 * self.plane + q + dy * self.wp + dx..].as_ptr()
+    }
+}
+
+/// Computes outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them) into `c` (row
+/// stride `ldc` floats). Unsafe: `c` must hold 32 rows of `ldc >= 32` floats and the CPU must run
+/// the kernel's instructions.
+type KernelFn = unsafe fn(&Job, usize, usize, *mut f32, usize);
+
+/// The portable kernel (bf16 values multiplied in fp32).
+unsafe fn kernel_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+    let mut acc = [[0f32; 32]; 32];
+    for t in 0..j.kh * j.kw {
+        for kc in 0..j.nkc {
+            let b = j.b(t, kc, q);
+            for half in 0..2 {
+                let a = j.a(t, ob2 * 2 + half, kc);
+                for k in 0..16 {
+                    let brow = std::slice::from_raw_parts(b.add(k * j.plane), 32);
+                    for m in 0..16 {
+                        let ap = *a.add(m * 16 + k);
+                        let (a0, a1) = (from_bf16(ap as u16), from_bf16((ap >> 16) as u16));
+                        let row = &mut acc[half * 16 + m];
+                        for (r, &bp) in row.iter_mut().zip(brow) {
+                            *r += a0 * from_bf16(bp as u16) + a1 * from_bf16((bp >> 16) as u16);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (m, row) in acc.iter().enumerate() {
+        std::ptr::copy_nonoverlapping(row.as_ptr(), c.add(m * ldc), 32);
+    }
+}
+
+/// AVX512-BF16: per 16 outputs x 16 pixels, 16 accumulators; each B row is one vector of 16 pixel
+/// pairs, each A pair a 32-bit broadcast.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+    use std::arch::x86_64::*;
+    for half in 0..2 {
+        for pv in 0..2 {
+            let mut acc = [_mm512_setzero_ps(); 16];
+            for t in 0..j.kh * j.kw {
+                for kc in 0..j.nkc {
+                    let a = j.a(t, ob2 * 2 + half, kc);
+                    let b = j.b(t, kc, q + pv * 16);
+                    for k in 0..16 {
+                        let bv: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(k * j.plane) as *const _));
+                        for (m, am) in acc.iter_mut().enumerate() {
+                            let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*a.add(m * 16 + k) as i32));
+                            *am = _mm512_dpbf16_ps(*am, av, bv);
+                        }
+                    }
+                }
+            }
+            for (m, am) in acc.iter().enumerate() {
+                _mm512_storeu_ps(c.add((half * 16 + m) * ldc + pv * 16), *am);
+            }
+        }
+    }
+}
+
+/// Converts `planes` (w x h each, `ic` of them) to the padded pair layout: `[icp/2][ph][pw]` u32
+/// plus a zero tail of `tail` pairs.
+#[allow(clippy::too_many_arguments)]
+fn convert(planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Vec<u32> {
+    let plane = ph * pw;
+    let mut buf = vec![0u32; icp / 2 * plane + tail];
+    let pvb = to_bf16(pv) as u32;
+    buf[..icp / 2 * plane].par_chunks_mut(plane).enumerate().for_each(|(kp, dst)| {
+        let (c0, c1) = (planes.get(2 * kp), planes.get(2 * kp + 1));
+        if c0.is_none() {
+            return; // channels past ic: zeros
+        }
+        let pad = pvb | if c1.is_some() { pvb << 16 } else { 0 };
+        let x0 = pl.min(pw);
+        let n = w.min(pw - x0);
+        for yy in 0..ph {
+            let row = &mut dst[yy * pw..(yy + 1) * pw];
+            let iy = yy as isize - pt as isize;
+            if iy < 0 || iy >= h as isize {
+                row.fill(pad);
+                continue;
+            }
+            let iy = iy as usize;
+            row[..x0].fill(pad);
+            row[x0 + n..].fill(pad);
+            let a = &c0.expect("checked")[iy * w..iy * w + n];
+            let seg = &mut row[x0..x0 + n];
+            match c1 {
+                Some(p1) => {
+                    let b = &p1[iy * w..iy * w + n];
+                    for ((d, &x), &y) in seg.iter_mut().zip(a).zip(b) {
+                        *d = to_bf16(x) as u32 | ((to_bf16(y) as u32) << 16);
+                    }
+                }
+                None => seg.iter_mut().zip(a).for_each(|(d, &x)| *d = to_bf16(x) as u32),
+            }
+        }
+    });
+    buf
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn convert_avx512(planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Vec<u32> {
+    convert(planes, w, h, icp, ph, pw, pt, pl, pv, tail)
+}
+
+/// Floats of output scratch per work item (512 KB).
+const SCRATCH: usize = 128 << 10;
+
+/// `out` (num_output x out_h x out_w) = the bf16 conv of `planes` (w x h each) with its epilogue.
+pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+    let (oh, ow) = (g.out_h, g.out_w);
+    let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
+    let plane = ph * pw;
+    let tail = 64 + 2 * pw + p.kw;
+    debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
+    #[cfg(target_arch = "x86_64")]
+    let x = if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked above).
+        unsafe { convert_avx512(planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail) }
+    } else {
+        convert(planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let x = convert(planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
+    let job = Job { x: &x, plane, wp: pw, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
+    let kernel: KernelFn = match p.kernel {
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Amx => super::amx::kernel,
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
+        _ => kernel_emulated,
+    };
+    // Rows per work item: bounded scratch, and enough items to keep every thread busy.
+    let threads = rayon::current_num_threads().max(1);
+    let by_budget = (SCRATCH / (p.ocp * pw)).max(1);
+    let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
+    let nitems = oh.div_ceil(rows);
+    let plane_out = oh * ow;
+    let dst = SendPtr(out.data.as_mut_ptr());
+    let amx = p.kernel == Bf16Kernel::Amx;
+    (0..nitems).into_par_iter().for_each_init(Vec::<f32>::new, |scratch, it| {
+        #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
+        let dst = dst;
+        let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
+        let nq = (y1 - y0) * pw;
+        let ldc = nq.div_ceil(32) * 32;
+        if scratch.len() < p.ocp * ldc {
+            scratch.resize(p.ocp * ldc, 0.0);
+        }
+        let _tiles = amx.then(super::amx::Tiles::config);
+        for qb in (0..ldc).step_by(32) {
+            for ob2 in 0..p.ocp / 32 {
+                // SAFETY: the scratch holds ocp rows of ldc floats; every B read stays inside
+                // the pair buffer (its tail covers the last block's overrun); the kernel was
+                // chosen by what this CPU supports (Packed::kernel is only set so).
+                unsafe { kernel(&job, y0 * pw + qb, ob2, scratch.as_mut_ptr().add(ob2 * 32 * ldc + qb), ldc) };
+            }
+        }
+        for o in 0..p.oc {
+            // SAFETY: work items write disjoint row ranges of each output plane.
+            let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
+            let src = &scratch[o * ldc..];
+            for (yi, d) in orow.chunks_exact_mut(ow).enumerate() {
+                d.copy_from_slice(&src[yi * pw..yi * pw + ow]);
+            }
+            ops.apply(o, y0 * ow, orow);
+        }
+    });
+}
