@@ -7,7 +7,8 @@
 /** One model of GET /api/models (server/routes/models.ts); only the fields the page reads. */
 export interface CatalogModel {
   name: string
-  kind: 'photo' | 'video'
+  /** segmentation: background removal (POST /api/image-segmentation; docs/segmentation.md). */
+  kind: 'photo' | 'video' | 'segmentation'
   family: string
   scale: number
   /** The scales of this model's family, ascending. */
@@ -15,10 +16,12 @@ export interface CatalogModel {
   category: string
   description: string
   available: boolean
-  price: PhotoPrice | VideoPrice
+  price: PhotoPrice | VideoPrice | SegmentationPrice
   limits: { max_input_mp: number | null; max_output_mp: number; min_seconds?: number; max_seconds?: number }
 }
 export interface PhotoPrice { unit: 'output_megapixels'; tiers: Array<{ below_mp: number | null; coins: number }> }
+/** Background removal: coins per image by the upright input's megapixels. */
+export interface SegmentationPrice { unit: 'input_megapixels'; tiers: Array<{ below_mp: number | null; coins: number }> }
 export interface VideoPrice {
   unit: 'output_second'
   tiers: Array<{ name: string; max_short_side: number | null; coins_per_second: number }>
@@ -33,6 +36,9 @@ export interface TaskStatus {
   status: 'CONVERTING' | 'COMPLETED' | 'ERROR'
   progress?: number
   res_url?: string
+  /** Background removal: the grey mask (return_type mask, all) and the thumbnail (all). */
+  mask_url?: string
+  thumbnail_url?: string
   original_url?: string
   consume_coins?: number
   error_code?: number
@@ -110,10 +116,13 @@ export function upload(key: string, file: File, onProgress: (fraction: number) =
 
 export interface PhotoJob { model_name: string; img_url: string; extension: string }
 export interface VideoJob { model_name: string; video_url: string; resolution: [number, number]; extension: string; fps?: number; slowmo?: number }
+/** POST /api/image-segmentation (background removal). */
+export interface SegmentationJob { file_url: string; model_name: string; return_type: 'matted' | 'mask' | 'all'; extension: string }
 export interface Submitted { job_id: string; consume_coins: number }
 
 export const submitPhoto = (key: string, job: PhotoJob) => call<Submitted>('POST', 'api/photo-enhancer', key, job)
 export const submitVideo = (key: string, job: VideoJob) => call<Submitted>('POST', 'api/video-enhancer', key, job)
+export const submitSegmentation = (key: string, job: SegmentationJob) => call<Submitted>('POST', 'api/image-segmentation', key, job)
 export const taskStatus = (key: string, jobId: string) => call<TaskStatus>('POST', 'api/task-status', key, { job_id: jobId })
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -2,10 +2,12 @@
  * The playground page (issue 13): key (kept in localStorage), file (drop or pick), model (GET /api/models), price,
  * then upload (POST /api/oss/upload) -> submit (/api/photo-enhancer or /api/video-enhancer) -> poll
  * (/api/task-status) -> before/after comparison (photos) or side by side (videos) and a download link.
+ * The "Remove background" mode (issue 31) submits a photo to /api/image-segmentation (models of kind
+ * `segmentation`, return_type, format) and shows the result over a checkerboard, with the mask and thumbnail.
  * Only the public API; no inline script or style (the page is served with a strict CSP, server/playground.ts).
  */
-import { ApiFailure, getCatalog, submitPhoto, submitVideo, upload, waitForJob, type Catalog, type CatalogModel, type TaskStatus } from './api.js'
-import { photoQuote, videoQuote, type Quote } from './price.js'
+import { ApiFailure, getCatalog, submitPhoto, submitSegmentation, submitVideo, upload, waitForJob, type Catalog, type CatalogModel, type SegmentationJob, type TaskStatus } from './api.js'
+import { photoQuote, segmentationQuote, videoQuote, type Quote } from './price.js'
 import { compare } from './compare.js'
 
 const KEY_STORE = 'lucent.playground.apiKey'
@@ -23,7 +25,11 @@ const el = {
   fileInfo: $<HTMLParagraphElement>('file-info'),
   model: $<HTMLSelectElement>('model'),
   modelDesc: $<HTMLParagraphElement>('model-desc'),
+  modes: [...document.querySelectorAll<HTMLInputElement>('input[name=mode]')],
   photoOpts: $<HTMLDivElement>('photo-opts'),
+  segOpts: $<HTMLDivElement>('seg-opts'),
+  returnType: $<HTMLSelectElement>('return-type'),
+  segFormat: $<HTMLSelectElement>('seg-format'),
   format: $<HTMLSelectElement>('format'),
   videoOpts: $<HTMLFieldSetElement>('video-opts'),
   outW: $<HTMLInputElement>('out-w'),
@@ -42,15 +48,27 @@ const el = {
   videos: $<HTMLDivElement>('videos'),
   vBefore: $<HTMLVideoElement>('v-before'),
   vAfter: $<HTMLVideoElement>('v-after'),
+  cutout: $<HTMLDivElement>('cutout'),
+  cutoutImg: $<HTMLImageElement>('cutout-img'),
+  maskFig: $<HTMLElement>('mask-fig'),
+  maskImg: $<HTMLImageElement>('mask-img'),
+  maskDl: $<HTMLAnchorElement>('mask-dl'),
+  thumbFig: $<HTMLElement>('thumb-fig'),
+  thumbImg: $<HTMLImageElement>('thumb-img'),
+  thumbDl: $<HTMLAnchorElement>('thumb-dl'),
   download: $<HTMLAnchorElement>('download'),
   resultInfo: $<HTMLSpanElement>('result-info'),
 }
 
 type Kind = 'photo' | 'video'
+/** What the page does: enhance (photo and video models) or remove a photo's background (segmentation models). */
+type Mode = 'enhance' | 'segment'
+type ModelKind = CatalogModel['kind']
 interface Picked { file: File; kind: Kind; ext: string; url: string; width: number | null; height: number | null; seconds: number | null }
 
 let catalog: Catalog | null = null
 let picked: Picked | null = null
+let mode: Mode = 'enhance'
 let busy = false
 const slider = compare(el.compare)
 
@@ -105,7 +123,10 @@ function currentModel(): CatalogModel | null {
   return catalog?.models.find((m) => m.name === el.model.value) ?? null
 }
 
-function fillModels(kind: Kind) {
+/** The models the current mode and file offer. */
+const listKind = (): ModelKind => (mode === 'segment' ? 'segmentation' : picked?.kind ?? 'photo')
+
+function fillModels(kind: ModelKind) {
   if (!catalog) return
   const wanted = storage.get(MODEL_STORE + kind)
   el.model.replaceChildren()
@@ -120,7 +141,7 @@ function fillModels(kind: Kind) {
     }
     const o = document.createElement('option')
     o.value = m.name
-    o.textContent = `${m.name} (${m.scale}x)${m.available ? '' : ' (not available here)'}`
+    o.textContent = `${m.kind === 'segmentation' ? m.name : `${m.name} (${m.scale}x)`}${m.available ? '' : ' (not available here)'}`
     o.disabled = !m.available
     g.append(o)
   }
@@ -128,6 +149,7 @@ function fillModels(kind: Kind) {
   el.model.value = wanted && names.includes(wanted) ? wanted : names[0] ?? ''
   el.photoOpts.hidden = kind !== 'photo'
   el.videoOpts.hidden = kind !== 'video'
+  el.segOpts.hidden = kind !== 'segmentation'
   modelChanged(false)
 }
 
@@ -135,6 +157,7 @@ function quote(): Quote | null {
   const m = currentModel()
   if (!m || !picked) return null
   if (m.kind === 'photo') return photoQuote(m, picked.width, picked.height)
+  if (m.kind === 'segmentation') return segmentationQuote(m, picked.width, picked.height)
   return videoQuote(m, Number(el.outW.value), Number(el.outH.value), picked.seconds, interpolation())
 }
 
@@ -163,6 +186,19 @@ function modelChanged(remember = true) {
   updatePrice()
 }
 el.model.addEventListener('change', () => modelChanged())
+
+/** Background removal takes a photo; the message for anything else. */
+const segNeedsPhoto = (p: Picked | null) => (mode === 'segment' && p && p.kind !== 'photo' ? 'Background removal takes a photo: choose a photo.' : null)
+
+for (const r of el.modes) {
+  r.addEventListener('change', () => {
+    if (!r.checked) return
+    mode = r.value === 'segment' ? 'segment' : 'enhance'
+    el.submit.textContent = mode === 'segment' ? 'Remove background' : 'Enhance'
+    showError(segNeedsPhoto(picked))
+    fillModels(listKind())
+  })
+}
 el.outW.addEventListener('input', updatePrice)
 el.outH.addEventListener('input', updatePrice)
 el.outFps.addEventListener('input', updatePrice)
@@ -213,7 +249,8 @@ async function pick(file: File | undefined) {
   const dims = current.width && current.height ? `${current.width} × ${current.height}` : 'size not readable in this browser'
   const secs = current.seconds !== null ? `, ${current.seconds.toFixed(1)} s` : ''
   el.fileInfo.textContent = `${file.name}: ${kind}, ${dims}${secs}, ${fmtBytes(file.size)}`
-  fillModels(kind)
+  showError(segNeedsPhoto(current))
+  fillModels(listKind())
 }
 
 el.file.addEventListener('change', () => pick(el.file.files?.[0]))
@@ -236,6 +273,7 @@ window.addEventListener('drop', (e) => e.preventDefault())
 function setBusy(on: boolean) {
   busy = on
   el.submit.disabled = on
+  for (const r of el.modes) r.disabled = on
   el.form.setAttribute('aria-busy', String(on))
 }
 
@@ -266,15 +304,42 @@ function unreachableHint(url: string): string {
   return ''
 }
 
-async function showResult(p: Picked, s: TaskStatus, model: string, ext: string) {
+const loadImage = (img: HTMLImageElement, url: string) => new Promise<void>((resolve, reject) => {
+  img.onload = () => resolve()
+  img.onerror = () => reject(new Error(`the image at ${url} could not be loaded`))
+  img.src = url
+})
+
+/** Background removal: the matted image over a checkerboard; the mask and the thumbnail when the job returned them. */
+async function showCutout(s: TaskStatus, base: string) {
+  const extra = (fig: HTMLElement, img: HTMLImageElement, dl: HTMLAnchorElement, url: string | undefined, name: string) => {
+    fig.hidden = !url
+    if (!url) return img.removeAttribute('src')
+    dl.href = url
+    dl.download = `${base}_${name}.png`
+    void loadImage(img, url).catch(() => { fig.hidden = true })
+  }
+  extra(el.maskFig, el.maskImg, el.maskDl, s.mask_url, 'mask')
+  extra(el.thumbFig, el.thumbImg, el.thumbDl, s.thumbnail_url, 'thumbnail')
+  try {
+    await loadImage(el.cutoutImg, s.res_url!)
+    el.resultInfo.textContent = `${el.cutoutImg.naturalWidth} × ${el.cutoutImg.naturalHeight} px, background transparent`
+  } catch {
+    el.resultInfo.textContent = `The result could not be shown here (WebP, PNG and others show in most browsers); the download link still works.${unreachableHint(s.res_url!)}`
+  }
+}
+
+async function showResult(p: Picked, s: TaskStatus, model: string, ext: string, segment: boolean) {
   const res = s.res_url!
   el.result.hidden = false
-  el.compare.hidden = p.kind !== 'photo'
-  el.videos.hidden = p.kind !== 'video'
+  el.compare.hidden = segment || p.kind !== 'photo'
+  el.videos.hidden = segment || p.kind !== 'video'
+  el.cutout.hidden = !segment
   const base = p.file.name.replace(/\.[^.]+$/, '') || 'result'
   el.download.href = res
   el.download.download = `${base}_${model}${ext}`
-  if (p.kind === 'photo') {
+  if (segment) await showCutout(s, base)
+  else if (p.kind === 'photo') {
     slider.set(50)
     try {
       const r = await slider.show(p.url, res)
@@ -312,6 +377,13 @@ el.form.addEventListener('submit', async (e) => {
     el.model.focus()
     return
   }
+  const segment = mode === 'segment'
+  const notPhoto = segNeedsPhoto(p)
+  if (notPhoto) {
+    showError(notPhoto)
+    el.file.focus()
+    return
+  }
   const q = quote()
   if (q?.problem) {
     showError(q.problem)
@@ -319,13 +391,15 @@ el.form.addEventListener('submit', async (e) => {
   }
   setBusy(true)
   el.result.hidden = true
-  const ext = outputExtension(p)
+  const ext = segment ? el.segFormat.value : outputExtension(p)
   const started = Date.now()
   try {
     progress('Uploading… 0%', 0)
     const url = await upload(key, p.file, (f) => progress(`Uploading… ${Math.round(f * 100)}%`, Math.round(f * 100)))
     progress('Submitting the job…', null)
-    const job = p.kind === 'photo'
+    const job = segment
+      ? await submitSegmentation(key, { file_url: url, model_name: m.name, return_type: el.returnType.value as SegmentationJob['return_type'], extension: ext })
+      : p.kind === 'photo'
       ? await submitPhoto(key, { model_name: m.name, img_url: url, extension: ext })
       : await submitVideo(key, { model_name: m.name, video_url: url, resolution: [Number(el.outW.value), Number(el.outH.value)], extension: ext, ...interpolation() })
     const charged = `job ${job.job_id}, ${job.consume_coins} coins`
@@ -340,7 +414,7 @@ el.form.addEventListener('submit', async (e) => {
       return
     }
     progress(`Completed in ${Math.round((Date.now() - started) / 1000)} s: ${charged}`, 100)
-    await showResult(p, done, m.name, ext)
+    await showResult(p, done, m.name, ext, segment)
     el.result.focus()
   } catch (err) {
     el.progressBox.hidden = true

@@ -3,8 +3,8 @@
  * (pure, bundled into this page by scripts/build-playground.mjs), over the tables the answer carries. The page
  * shows this before submission; the charge the API answers (`consume_coins`) is shown after.
  */
-import type { CatalogModel, PhotoPrice, VideoPrice } from './api.js'
-import { photoJobCoins, videoCoins, videoRate } from '../../server/price-rules.js'
+import type { CatalogModel, PhotoPrice, SegmentationPrice, VideoPrice } from './api.js'
+import { photoCoins, photoJobCoins, videoCoins, videoRate } from '../../server/price-rules.js'
 
 export interface Quote { coins: number | null; text: string; problem: string | null }
 
@@ -51,4 +51,19 @@ export function videoQuote(m: CatalogModel, outW: number, outH: number, seconds:
   if (seconds === null) return { coins: null, text: `${rate}; the charge is shown after submission`, problem }
   const coins = videoCoins(price, outW, outH, 30, seconds)
   return { coins, text: `about ${coins} coins for ${seconds.toFixed(1)} s: ${rate}`, problem }
+}
+
+/** Background removal: the tier of the input's megapixels (the browser shows the picture upright, as the server prices it). */
+export function segmentationQuote(m: CatalogModel, width: number | null, height: number | null): Quote {
+  const price = m.price as SegmentationPrice
+  if (!width || !height) {
+    const lo = Math.min(...price.tiers.map((t) => t.coins))
+    const hi = Math.max(...price.tiers.map((t) => t.coins))
+    return { coins: null, text: `${lo}–${hi} coins by input size (this browser cannot read the picture's size; the charge is shown after submission)`, problem: null }
+  }
+  const inPx = width * height
+  const problem = m.limits.max_input_mp !== null && mp(inPx) > m.limits.max_input_mp
+    ? `The input (${fmtMp(inPx)}) is over this model's limit of ${m.limits.max_input_mp} MP.` : null
+  const coins = photoCoins(price, inPx)
+  return { coins, text: `${coins} coins: input ${width} × ${height} (${fmtMp(inPx)})`, problem }
 }

@@ -1,8 +1,11 @@
 // The playground's price module (playground/src/price.ts) on the live catalog: plain video prices as before, and
-// the frame-interpolation fields (fps / slowmo) the page sends with a video job.
+// the frame-interpolation fields (fps / slowmo) the page sends with a video job, and background removal's quote
+// (the segmentation table of the live catalog) against the price the route charges (server/segmentation.ts).
 import t from 'tap'
 import { build, createKey } from '../helper.js'
-import { videoQuote } from '../../playground/src/price.js'
+import { segmentationQuote, videoQuote } from '../../playground/src/price.js'
+import { segCoins } from '../../server/segmentation.js'
+import { segmentationTable } from '../../server/pricing.js'
 import type { CatalogModel } from '../../playground/src/api.js'
 
 t.test('video quotes with and without frame interpolation', async (t) => {
@@ -27,4 +30,18 @@ t.test('video quotes with and without frame interpolation', async (t) => {
     t.equal(r.problem, null, JSON.stringify(extra))
     t.match(r.text, /output rate/, 'priced by the output frames, shown after submission')
   }
+})
+
+t.test('background removal: the page quotes what the route charges, by input megapixels', async (t) => {
+  const app = await build(t)
+  const models = ((await app.inject({ method: 'GET', url: '/api/models' })).json().data.models as CatalogModel[])
+  const seg = models.filter((m) => m.kind === 'segmentation')
+  t.same(seg.map((m) => m.name), ['u2netp', 'u2net'])
+  for (const [w, h] of [[179, 179], [2000, 2000], [2001, 2000], [4000, 3000], [6000, 4000], [8000, 6000]]) {
+    const q = segmentationQuote(seg[0], w, h)
+    t.equal(q.coins, segCoins(segmentationTable(app.lucent.prices), w, h), `${w} x ${h}`)
+    t.equal(q.problem, null)
+  }
+  t.match(segmentationQuote(seg[0], 10000, 8000).problem, /over this model's limit of 70 MP/)
+  t.match(segmentationQuote(seg[0], null, null), { coins: null, text: /^5–20 coins by input size/ })
 })
