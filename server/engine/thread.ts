@@ -92,7 +92,7 @@ const handlers: { [K in EngineTask['op']]: (task: Extract<EngineTask, { op: K }>
   async segment(task) {
     const a = engine()
     const input = Buffer.from(task.input.buffer, task.input.byteOffset, task.input.byteLength)
-    const r = await a.segment(input, task.options, abortOn(task.port))
+    const r = await a.segment(input, task.options, abortOn(task.port), (pct) => task.port.postMessage({ t: 'progress', pct } satisfies ToMain))
     const reply = { ok: true as const, data: owned(r.data), mask: owned(r.mask), width: r.width, height: r.height, format: r.format, ms: r.ms, work: r.work }
     return move({ [transferableSymbol]: [reply.data.buffer, reply.mask.buffer], [valueSymbol]: reply }) as unknown as typeof reply
   },

@@ -117,7 +117,7 @@ export interface DeliveryDeps {
  *  when the job names none. `local`: the result as this process still has it (photo bytes, the encoded video
  *  file); else (a delivery resumed after a restart) it is read from storage. `cleanup` runs when it is over. */
 export function deliveryFor(d: DeliveryDeps, job: TypedJob, resultKey: string, local?: PutBody, cleanup?: () => Promise<unknown>): Deliver | undefined {
-  const url = 'output_put_url' in job.params ? job.params.output_put_url : undefined // segmentation jobs take none
+  const url = job.params.output_put_url
   if (!url || !d.outputPut) return undefined
   const put = d.outputPut
   const type = contentTypeFor(path.extname(resultKey).slice(1))
@@ -128,7 +128,7 @@ export function deliveryFor(d: DeliveryDeps, job: TypedJob, resultKey: string, l
       if (!body) {
         const file = d.storage.localPath(resultKey)
         if (file) body = { file, size: (await fsp.stat(file)).size }
-        else if (job.kind === 'photo') body = (await d.storage.get(resultKey))?.data
+        else if (job.kind !== 'video') body = (await d.storage.get(resultKey))?.data // a photo, a matted image
         else {
           const obj = await d.storage.stream(resultKey)
           if (obj) {

@@ -68,6 +68,8 @@ export const SegmentParams = Type.Object({
   input: Type.Object({ format: Type.String(), ...Size.properties }),
   /** The sides the engine works at (EXIF orientation applied): the price and the work budget's basis. */
   upright: Size,
+  /** Extension (server/jobs/output-put.ts): a pre-signed PUT URL the matted image (the job's result) is also written to. */
+  output_put_url: Type.Optional(Type.String()),
 })
 export type SegmentParams = Static<typeof SegmentParams>
 

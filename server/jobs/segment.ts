@@ -1,7 +1,10 @@
 /** The background-removal job runner (POST /api/image-segmentation, server/segmentation.ts): original from storage
  *  -> engine (pool.segment, within the job's work budget) -> the matted image (the job's result), the mask
  *  (return_type mask / all) and a thumbnail (all) in storage -> completed. The thumbnail is the matted image scaled
- *  down by ffmpeg (the tool the server already runs for images in videos; the addon has no resample-only call). */
+ *  down by ffmpeg (the tool the server already runs for images in videos; the addon has no resample-only call).
+ *  Progress: the engine's stages (decode 5, network 10..60, refinement 75, encodes 85..95) as task-status `progress`,
+ *  like a photo job's; 100 on completion. Extension: `output_put_url` gets the matted image (the job's result) as the
+ *  photo route's result is delivered (server/jobs/output-put.ts: after it is recorded, before COMPLETED). */
 import fsp from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -14,6 +17,7 @@ import { contentTypeFor } from '../media/formats.js'
 import type { EnginePool } from '../engine/pool.js'
 import type { MediaStorage } from '../storage/types.js'
 import { settleAborted, type Run } from './lifecycle.js'
+import { deliveryFor, type OutputPutter } from './output-put.js'
 import type { SegmentJob } from './params.js'
 import { THUMBNAIL_SIDE, segBudget, segKeys } from '../segmentation.js'
 
@@ -26,6 +30,8 @@ export interface SegmentRunnerDeps {
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   /** ffmpeg (LUCENT_FFMPEG) and a temporary directory, for the thumbnail. */
   video: { ffmpeg: string; tmpDir?: string }
+  /** Extension: the PUT of the matted image to a job's output_put_url (server/jobs/output-put.ts); absent: not done. */
+  outputPut?: OutputPutter
 }
 
 /** The sides of a thumbnail of a `w` x `h` image: long side THUMBNAIL_SIDE at most, aspect kept, never enlarged. */
@@ -59,7 +65,8 @@ export async function runSegment(d: SegmentRunnerDeps, run: Run<SegmentJob>): Pr
   const original = await d.storage.get(job.originalKey)
   if (!original) return void await run.fail(engineErrorCode('storage'), 'original file is missing')
   const budget = segBudget(p.upright.width, p.upright.height)
-  const out = await d.pool.segment(original.data, { model: job.model, format: p.format, budget }, { signal: run.signal })
+  const out = await d.pool.segment(original.data, { model: job.model, format: p.format, budget },
+    { signal: run.signal, onProgress: (pct) => void run.progress(pct) })
   if (run.stopped || (!out.ok && run.signal.aborted)) return settleAborted(run)
   if (!out.ok) return void await run.fail(engineErrorCode(out.error_code), out.message)
   const keys = segKeys(job.id, p.return_type, p.ext)
@@ -75,5 +82,5 @@ export async function runSegment(d: SegmentRunnerDeps, run: Run<SegmentJob>): Pr
     await d.storage.put(keys.thumbnail, thumb, 'image/png')
   }
   await d.storage.put(keys.result, data, contentTypeFor(p.ext))
-  if (await run.complete(keys.result)) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height, work: out.work, budget }, 'job completed')
+  if (await run.complete(keys.result, deliveryFor(d, job, keys.result, data))) d.log.info({ job: job.id, ms: out.ms, width: out.width, height: out.height, work: out.work, budget }, 'job completed')
 }

@@ -205,6 +205,8 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
       if (missingTools) throw new ApiError(100500005, { detail: missingTools })
     }
     const hook = await webhookFor(l.store.webhooks, req.apiKey!.id, outboundRules(l.config), b)
+    // Extension: the matted image also PUT to the caller's bucket (the photo route's check, before anything is fetched)
+    if (b.output_put_url !== undefined) await checkOutputPutUrl(b.output_put_url, l.config)
     await measureInput(l, b.file_url, 'photo', req.apiKey!.id)
     return withQueueSlot(l, req.apiKey!.id, (commit) => withPhotoInput(b.file_url, l.config, l.storage, async (input) => {
       const { sn, upright } = await photoFacts(input.file, input.size, l.config)
@@ -220,6 +222,7 @@ const routes: FastifyPluginAsyncTypebox = async (app) => {
           format, ext, return_type: returnType,
           input: { format: sn.format, width: sn.width, height: sn.height },
           upright: { width: upright.width, height: upright.height },
+          ...(b.output_put_url !== undefined ? { output_put_url: b.output_put_url } : {}),
         },
       }, commit, hook)
     }))

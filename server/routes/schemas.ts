@@ -65,6 +65,7 @@ export const SegmentBody = Type.Object({
   model_name: Type.Optional(Type.String({ description: 'Extension: u2netp (small) or u2net (full; the default where installed, else u2netp)' })),
   extension: Type.Optional(Type.String({ default: '.png', description: 'Extension: the matted image format: .png .webp .tiff .tga .heif (formats with alpha)' })),
   ...callbackFields,
+  output_put_url: Type.Optional(Type.String({ maxLength: 8192, description: "Extension: a pre-signed PUT URL (S3, GCS, Azure SAS) of the caller's bucket; the matted image (res_url) is also PUT there (task-status `output_put`)" })),
 }, { description: 'Unknown extra fields are ignored' })
 
 export const JobCreated = Envelope(Type.Object({

@@ -2,15 +2,23 @@
  * POST /api/image-segmentation (background removal, issue 31) end to end with the real engine (u2netp on
  * data/test-models, a real photo of /work/shared/data/photos): matted / mask / all through task-status, the
  * price debited, a broken input refunded, the request's validation codes, a hostile key's inputs refused as the
- * photo path refuses them, and GET /api/models listing the two models with `available`.
+ * photo path refuses them, GET /api/models listing the two models with `available`, the stages' progress in
+ * task-status while the job runs, and `output_put_url` (a real S3 server's pre-signed PUT URL; private addresses
+ * refused as on the photo route; a rejected PUT leaves the result at res_url).
  */
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
+import crypto from 'node:crypto'
+import http from 'node:http'
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3'
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner'
 import { build, createKey, balance, post, png, inputServer, addonBuilt, jobEnded, modelDir, repoRoot, sharedData, tempDir } from '../helper.js'
 import { loadPrices } from '../../server/pricing.js'
 import { sniff } from '../../server/media/sniff.js'
+import { S3Storage } from '../../server/storage/s3.js'
+import { requireServices } from '../scaleout/services.js'
 import type { FastifyInstance } from 'fastify'
 
 const dir = path.resolve(repoRoot, modelDir ?? 'data/test-models')
@@ -255,4 +263,111 @@ t.test('Idempotency-Key and cancel as on the photo route', { skip }, async (t) =
   const c = await post(app, '/api/task-cancel', key, { job_id: a.json().data.job_id })
   t.match(c.json().data, { status: 'ERROR', error_code: 110400014, reason: 'canceled' })
   t.equal(await balance(app, id), 100, 'canceled while waiting: all back')
+})
+
+t.test('progress: task-status shows the stages of a running segmentation rising, then 100', { skip }, async (t) => {
+  const app = await build(t)
+  const srv = await inputServer(t)
+  // polled every 25 ms: a key with a high rate limit
+  const { key } = await createKey(app, { coins: 100, rate: 100_000 })
+  // OST_009 at 4x (1792 x 2560, 4.6 MP): the refinement and the encodes last long enough to be seen
+  const file = path.join(await tempDir(t), 'big.png')
+  execFileSync('ffmpeg', ['-v', 'error', '-i', path.join(sharedData, 'photos/OST_009.png'), '-vf', 'scale=1792:2560', '-frames:v', '1', file])
+  const written: number[] = []
+  const off = app.lucent.jobs.on('progress', (e) => written.push(e.progress))
+  t.teardown(off)
+  const t0 = Date.now()
+  const r = await post(app, '/api/image-segmentation', key, { file_url: srv.put('big.png', fs.readFileSync(file)), return_type: 'mask' })
+  t.equal(r.statusCode, 200, r.body)
+  const jobId = r.json().data.job_id as string
+  const seen: number[] = []
+  let last: any
+  for (;;) {
+    last = (await post(app, '/api/task-status', key, { job_id: jobId })).json().data
+    if (last.status !== 'CONVERTING') break
+    seen.push(last.progress)
+    await new Promise((res) => setTimeout(res, 25))
+  }
+  t.comment(`${((Date.now() - t0) / 1000).toFixed(1)} s; polled: ${[...new Set(seen)].join(' ')}; written: ${written.join(' ')}`)
+  t.match(last, { status: 'COMPLETED', progress: 100 })
+  t.same(seen, [...seen].sort((a, b) => a - b), 'never goes back')
+  t.ok(seen.some((p) => p > 0 && p < 100), 'a running job shows a progress between 0 and 100')
+  t.ok(written.length >= 2, `written more than once (${written.join(', ')})`)
+  t.same(written, [...new Set(written)].sort((a, b) => a - b), 'written rising')
+  t.ok(written.every((p) => [10, 60, 80, 90, 99].includes(p)), 'the engine stages (100 is written as 99 until COMPLETED)')
+})
+
+/** A local receiver answering every request with `status`; what it got. */
+async function receiver(t: { teardown(fn: () => unknown): void }, status: number) {
+  const seen: Array<{ method: string; headers: http.IncomingHttpHeaders; body: Buffer }> = []
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      seen.push({ method: req.method!, headers: req.headers, body: Buffer.concat(chunks) })
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(status >= 400 ? `nope ${status}` : '')
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()) }))
+  return { seen, url: `http://127.0.0.1:${(server.address() as { port: number }).port}/bucket/cut.png?X-Amz-Signature=abc` }
+}
+
+t.test('output_put_url: private, malformed and non-http URLs refused as on the photo route, nothing debited', async (t) => {
+  const app = await build(t)
+  app.lucent.queue.pause()
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const img = srv.put('a.png', png(8, 8))
+  for (const bad of ['http://10.1.2.3/b/o.png', 'http://[::1]:9/x', 'http://169.254.169.254/latest', 'http://0x7f000001:9/x', 'ftp://example.com/x', 'not a url', 'http://localhost./x']) {
+    app.lucent.config.fetchAllow = bad.includes('0x7f') ? [] : app.lucent.config.fetchAllow // loopback in hex: refused once not allow-listed
+    const s = await post(app, '/api/image-segmentation', key, { file_url: img, output_put_url: bad })
+    const p = await post(app, '/api/photo-enhancer', key, { model_name: 'general_2x', img_url: img, extension: '.png', output_put_url: bad })
+    t.same(errorOf(s), errorOf(p), `${bad}: the photo route's answer`)
+    t.equal(s.json().error_code, 100400001, bad)
+  }
+  t.equal(await balance(app, id), 100, 'nothing debited')
+})
+
+t.test('output_put_url: the matted image delivered to a real S3 server; a rejected PUT leaves it at res_url, charged', { skip }, async (t) => {
+  const svc = await requireServices(t)
+  if ('skip' in svc) return void t.plan(0, svc.skip)
+  const bucket = `lucent-seg-${crypto.randomBytes(4).toString('hex')}`
+  const s3 = new S3Storage({
+    endpoint: svc.LUCENT_S3_ENDPOINT, bucket, region: svc.LUCENT_S3_REGION, accessKeyId: svc.LUCENT_S3_ACCESS_KEY_ID,
+    secretAccessKey: svc.LUCENT_S3_SECRET_ACCESS_KEY, forcePathStyle: true,
+  })
+  t.teardown(() => s3.close())
+  await s3.ensureBucket(true)
+  const host = new URL(svc.LUCENT_S3_ENDPOINT).hostname
+  const app = await build(t, { LUCENT_FETCH_ALLOW: `127.0.0.1,${host}`, LUCENT_OUTPUT_PUT_BACKOFF_MS: '20' })
+  const srv = await inputServer(t)
+  const { key, id } = await createKey(app, { coins: 100 })
+  const url = srv.shared('photos/0014.jpg') // 179 x 179
+
+  const dest = await getSignedUrl(s3.client, new PutObjectCommand({ Bucket: bucket, Key: 'cutouts/0014.webp' }), { expiresIn: 600 })
+  const a = await post(app, '/api/image-segmentation', key, { file_url: url, return_type: 'all', extension: '.webp', output_put_url: dest })
+  t.equal(a.statusCode, 200, a.body)
+  t.same(Object.keys(a.json().data), ['job_id', 'consume_coins'])
+  const da = await finished(app, key, a.json().data.job_id)
+  t.match(da, { status: 'COMPLETED', progress: 100, output_put: { status: 'delivered', http_status: 200, attempts: 1, error: null } })
+  const res = await fetchLink(app, da.res_url)
+  const got = await s3.client.send(new GetObjectCommand({ Bucket: bucket, Key: 'cutouts/0014.webp' }))
+  t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(res.body), 'the bucket holds the matted image of res_url')
+  t.equal(got.ContentType, 'image/webp')
+  t.ok(da.mask_url && da.thumbnail_url, 'mask and thumbnail stay links')
+
+  // a bucket that rejects: the job completes, the result stays at res_url, task-status says why; charged
+  const rejecting = await receiver(t, 500)
+  const b = await post(app, '/api/image-segmentation', key, { file_url: url, output_put_url: rejecting.url })
+  const db = await finished(app, key, b.json().data.job_id)
+  t.match(db, { status: 'COMPLETED', output_put: { status: 'failed', http_status: 500, attempts: 3, error: /HTTP 500/ } })
+  t.equal(rejecting.seen.length, 3, 'retried on 5xx (LUCENT_OUTPUT_PUT_ATTEMPTS)')
+  const rb = await fetchLink(app, db.res_url)
+  t.equal(rb.status, 200)
+  t.ok(rejecting.seen[0]!.body.equals(rb.body), 'what was offered is the result')
+  t.equal(rejecting.seen[0]!.headers['content-type'], 'image/png')
+  t.equal(await balance(app, id), 90, 'both charged: the jobs themselves succeeded')
+  // a job without output_put_url: no output_put field
+  t.notOk('output_put' in (await finished(app, key, (await post(app, '/api/image-segmentation', key, { file_url: url })).json().data.job_id)))
 })

@@ -53,6 +53,8 @@ export interface SegmentationRequest {
   callback_url?: string
   /** Extension: events to send. */
   callback_events?: string[]
+  /** Extension: a pre-signed PUT URL of your bucket; the matted image (res_url) is also PUT there. */
+  output_put_url?: string
 }
 
 /** POST /api/video-enhancer */

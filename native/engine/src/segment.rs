@@ -5,7 +5,7 @@
 
 use crate::orient::apply_orientation;
 use crate::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
-use crate::pipelines::segment::{alpha_mask, model_stem, to_u8};
+use crate::pipelines::segment::{alpha_mask_progress, model_stem, to_u8};
 use crate::raster::Raster;
 use crate::runtime::Runtime;
 use lucent_codec::{EncodeOptions, Format};
@@ -38,9 +38,20 @@ pub struct SegmentOutput {
     pub run_ms: f64,
 }
 
+/// Progress after the mask's PNG is encoded (the matted image's encode is the last stage: 100).
+pub const PROGRESS_MASK_ENCODED: u32 = 90;
+
 /// Decode `bytes` (the photo path's limits: [`MAX_IN_MP`] on the header, before any pixel is
 /// decoded), turn it upright (EXIF orientation), segment, encode the matted image and the mask.
 pub fn segment(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cancel) -> Result<SegmentOutput> {
+    segment_progress(rt, bytes, opts, cancel, &|_| {})
+}
+
+/// [`segment`] reporting its stages to `progress` (0..=100, rising): the meter charged after the
+/// decode (10), the network (60), the refinement (80), the mask encoded (90), the matted image
+/// encoded (100). A photo refused before the meter is charged (bad format, too large, does not
+/// decode, over budget) reports nothing: its job ends at 0 % (server/jobs/refund.ts).
+pub fn segment_progress(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cancel, progress: &dyn Fn(u32)) -> Result<SegmentOutput> {
     let t0 = Instant::now();
     model_stem(&opts.model)?;
     let format = if opts.format.trim().is_empty() { Format::Png } else { parse_format(&opts.format)? };
@@ -66,7 +77,7 @@ pub fn segment(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cance
     meta.exif = None;
     cancel.check()?;
     let tr = Instant::now();
-    let seg = alpha_mask(rt, &opts.model, src.as_ref(), cancel)?;
+    let seg = alpha_mask_progress(rt, &opts.model, src.as_ref(), cancel, progress)?;
     drop(src);
     let run_ms = tr.elapsed().as_secs_f64() * 1000.0;
     let (w, h) = (seg.rgba.width, seg.rgba.height);
@@ -74,6 +85,9 @@ pub fn segment(rt: &Runtime, bytes: &[u8], opts: &SegmentOptions, cancel: &Cance
     let mask_px: Vec<u8> = seg.alpha.iter().map(|&a| to_u8(a)).collect();
     drop(seg.alpha);
     let mask = lucent_codec::encode(&raster_to_image(Raster::from_u8(w, h, 1, mask_px)?, meta.clone()), Format::Png, &eo).map_err(map_codec)?;
+    progress(PROGRESS_MASK_ENCODED);
+    cancel.check()?;
     let matted = lucent_codec::encode(&raster_to_image(seg.rgba, meta), format, &eo).map_err(map_codec)?;
+    progress(100);
     Ok(SegmentOutput { matted, mask, width: w as u32, height: h as u32, format: format.extension(), ms: t0.elapsed().as_secs_f64() * 1000.0, run_ms })
 }

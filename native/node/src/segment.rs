@@ -1,5 +1,6 @@
-//! `segment`: background removal (U²-Net, the engine's `segment::segment`) of one
-//! encoded photo, a napi task on the libuv pool with an optional AbortSignal, like `enhance`.
+//! `segment`: background removal (U²-Net, the engine's `segment::segment_progress`) of one
+//! encoded photo, a napi task on the libuv pool with an optional AbortSignal and progress
+//! callback, like `enhance`.
 
 use crate::errors::{reject_stashed, stash};
 use crate::tasks::{metered, untie, work_units, AbortLink};
@@ -7,7 +8,12 @@ use lucent_core::Cancel;
 use lucent_engine::segment::{self, SegmentOptions as XOpts, SegmentOutput};
 use lucent_engine::{guard, Engine};
 use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The progress callback (as `enhance`'s): called from the task's thread, queued to the JS thread.
+type Progress = ThreadsafeFunction<u32, Unknown<'static>, u32, Status, false, true>;
 
 #[napi(object)]
 pub struct SegmentOptions {
@@ -44,6 +50,7 @@ pub struct SegmentTask {
     opts: XOpts,
     cancel: Cancel,
     abort: Option<AbortLink>,
+    progress: Option<Progress>,
     bad: Option<lucent_core::Error>,
     err: Option<lucent_core::Error>,
 }
@@ -54,8 +61,18 @@ impl Task for SegmentTask {
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
         let bad = self.bad.take();
+        let last = AtomicU32::new(u32::MAX);
+        let tsfn = self.progress.as_ref();
+        let report = |p: u32| {
+            if let Some(f) = tsfn {
+                if last.swap(p, Ordering::Relaxed) != p {
+                    // A throwing listener's exception is handed to this no-op: ignored, not fatal.
+                    f.call_with_return_value(p, ThreadsafeFunctionCallMode::NonBlocking, |_, _| Ok(()));
+                }
+            }
+        };
         let r = self.cancel.check().and_then(|_| bad.map_or(Ok(()), Err)).and_then(|_| Engine::global()).and_then(|engine| {
-            guard("segment", || segment::segment(engine.runtime(), &self.data, &self.opts, &self.cancel))
+            guard("segment", || segment::segment_progress(engine.runtime(), &self.data, &self.opts, &self.cancel, &report))
         });
         self.data = Vec::new();
         stash(&mut self.err, r)
@@ -86,12 +103,15 @@ impl Task for SegmentTask {
 /// Background removal: decode the photo (EXIF orientation applied, 70 MP limit), run U²-Net at
 /// 320x320 as rembg does, refine the mask's edges at full resolution guided by the photo, and
 /// return the subject on a transparent background plus the mask. `signal` aborts (code 'aborted').
+/// `onProgress` gets the stages' 0..100, rising: 10 decoded and metered, 60 the network, 80 the
+/// refinement, 90 the mask encoded, 100 the matted image encoded (nothing for a refused photo).
 #[napi(ts_return_type = "Promise<SegmentResult>")]
 pub fn segment(
     env: Env,
     data: Buffer,
     opts: SegmentOptions,
     #[napi(ts_arg_type = "AbortSignal")] signal: Option<Object>,
+    #[napi(ts_arg_type = "(pct: number) => void")] on_progress: Option<Progress>,
 ) -> napi::Result<AsyncTask<SegmentTask>> {
     let (cancel, bad) = metered(opts.budget);
     let abort = AbortLink::tie(&env, signal, &cancel)?;
@@ -100,6 +120,7 @@ pub fn segment(
         opts: XOpts { model: opts.model, format: opts.format.unwrap_or_default() },
         cancel,
         abort,
+        progress: on_progress,
         bad,
         err: None,
     }))

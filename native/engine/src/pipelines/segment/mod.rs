@@ -147,6 +147,19 @@ pub fn upsample_bilinear(m: &[f32], mw: usize, mh: usize, w: usize, h: usize) ->
 /// The refined alpha mask of `src` (upright pixels) at its own size, and the RGBA image. The meter
 /// is charged the photo's pixels before the network runs.
 pub fn alpha_mask(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel: &Cancel) -> Result<Segmented> {
+    alpha_mask_progress(rt, model, src, cancel, &|_| {})
+}
+
+/// Progress points of [`alpha_mask_progress`] (0..=100 of the whole bytes-in, bytes-out call,
+/// [`crate::segment::segment_progress`]): the meter charged and the photo as 8 bits, the network's
+/// map, the refinement. The encodes that follow report the rest.
+pub const PROGRESS_METERED: u32 = 10;
+pub const PROGRESS_NETWORK: u32 = 60;
+pub const PROGRESS_REFINED: u32 = 80;
+
+/// [`alpha_mask`] reporting its stages to `progress` ([`PROGRESS_METERED`], [`PROGRESS_NETWORK`],
+/// [`PROGRESS_REFINED`]; nothing before the meter is charged, so a refused photo reports none).
+pub fn alpha_mask_progress(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel: &Cancel, progress: &dyn Fn(u32)) -> Result<Segmented> {
     let stem = model_stem(model)?;
     let (w, h) = (src.width, src.height);
     if w == 0 || h == 0 {
@@ -154,12 +167,15 @@ pub fn alpha_mask(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel: &Cancel
     }
     cancel.charge(w as u64 * h as u64, &format!("segmentation {model} ({w}x{h})"))?;
     let rgb = rgb8(src);
+    progress(PROGRESS_METERED);
     let mut map = network_map_rgb8(rt, stem, &rgb, w, h, cancel)?;
+    progress(PROGRESS_NETWORK);
     min_max(&mut map);
     cancel.check()?;
     let coarse = upsample_bilinear(&map, MAP_SIDE, MAP_SIDE, w, h);
     let alpha = guided_filter(Guide::Rgb8(&rgb), &coarse, w, h, GuidedParams::for_mask(w, h))?;
     drop(coarse);
+    progress(PROGRESS_REFINED);
     cancel.check()?;
     let mut rgba = Vec::with_capacity(w * h * 4);
     for (p, a) in rgb.chunks_exact(3).zip(&alpha) {
