@@ -12,11 +12,12 @@
 use crate::catalog::{self, Kind, ModelInfo};
 use crate::photo::{self, map_codec, EnhanceOptions, EnhanceOutput};
 use crate::pipelines::{self, VideoState};
+use crate::precision::CpuPrecisions;
 use crate::raster::{Raster, RasterRef};
 use crate::runtime::{lock, Runtime};
 use crate::video::{self, Frames, FramesOutput, InterpOutput};
 pub use lucent_codec::CodecOptions;
-pub use lucent_core::cpu::CpuOptions;
+pub use lucent_core::cpu::{CpuOptions, Precision};
 pub use lucent_core::options::GpuOptions;
 use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -158,7 +159,10 @@ impl Engine {
             lucent_codec::configure(&opts.codec);
             crate::pipelines::face::profile::set_enabled(opts.face_profile);
             let backend = make_backend(&opts)?;
-            Engine::with_backend(backend, &opts.model_dir, opts.tile)
+            let rt = Runtime::new(backend, &opts.model_dir, opts.tile)?;
+            // `auto` (the default) on the CPU: each network's precision from the committed table.
+            let rt = if opts.cpu.precision == Precision::Auto { rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone())) } else { rt };
+            Ok(Engine { rt })
         })
     }
 

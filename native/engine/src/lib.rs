@@ -5,6 +5,7 @@
 //! - `catalog`: model facts (the only source; `models/catalog.json` is generated from it)
 //! - `raster`, `resample`, `orient`, `flops`, `tiling`: pixels, alpha, EXIF orientation, FLOP
 //!   counts, tiled execution (+ `SrSpec`, one network's tiled run)
+//! - `precision`: the CPU backend's arithmetic per network (`auto` from committed measurements)
 //! - `runtime`: backend + loaded networks + tile side, what pipelines run against
 //! - `pipelines`: one pipeline per file behind the `Enhancer` trait; `for_model` picks one
 //! - `photo`, `video`, `segment`: the photo (bytes), video (frame batches) and background-removal
@@ -16,6 +17,7 @@ pub mod flops;
 pub mod orient;
 pub mod photo;
 pub mod pipelines;
+pub mod precision;
 pub mod raster;
 pub mod resample;
 pub mod runtime;

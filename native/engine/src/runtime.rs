@@ -4,10 +4,12 @@
 
 use crate::catalog::{self, PadMode, PrePost};
 use crate::flops;
+use crate::precision::CpuPrecisions;
 use crate::raster::{RasterMut, RasterRef};
 use crate::resample::resample_alpha;
 use crate::tiling::{run_tiled_with, SrSpec, TileAdapter};
 use lucent_core::backend::Storage;
+use lucent_core::cpu::Precision;
 use lucent_core::ncnn::Net;
 use lucent_core::{Backend, BackendInfo, Cancel, Code, Error, Prepared, Result};
 use std::collections::HashMap;
@@ -32,6 +34,8 @@ pub struct Runtime {
     model_dir: PathBuf,
     tile: Option<usize>,
     networks: Mutex<HashMap<String, Slot>>,
+    /// The CPU backend's precision per network (`auto`, precision.rs); None: every network on `backend`.
+    cpu_precisions: Option<CpuPrecisions>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -46,7 +50,22 @@ impl Runtime {
             return Err(Error::new(Code::ModelMissing, format!("model directory {} does not exist", model_dir.display())));
         }
         let info = backend.info();
-        Ok(Runtime { backend, info, model_dir: model_dir.to_path_buf(), tile, networks: Mutex::new(HashMap::new()) })
+        Ok(Runtime { backend, info, model_dir: model_dir.to_path_buf(), tile, networks: Mutex::new(HashMap::new()), cpu_precisions: None })
+    }
+
+    /// On a CPU backend, prepare each network at the precision `p` gives it (fp32 ones on the
+    /// runtime's own backend); `info()` says so. On another backend, unchanged.
+    pub fn with_cpu_precisions(mut self, p: CpuPrecisions) -> Runtime {
+        if self.info.kind == "cpu" {
+            self.info.cpu_precision = Some(p.describe());
+            self.cpu_precisions = Some(p);
+        }
+        self
+    }
+
+    /// The CPU precision `stem` is prepared at (None: the backend's own, no per-network choice).
+    pub fn cpu_precision_of(&self, stem: &str) -> Option<Precision> {
+        self.cpu_precisions.as_ref().map(|p| p.resolve(stem))
     }
 
     pub fn info(&self) -> &BackendInfo {
@@ -93,7 +112,11 @@ impl Runtime {
             .blob("output")
             .or_else(|| net.output_blobs().first().copied())
             .ok_or_else(|| Error::new(Code::ModelInvalid, format!("{stem}: no output blob")))?;
-        let prepared = self.backend.prepare_with(net.clone(), storage)?;
+        let backend = match &self.cpu_precisions {
+            Some(p) => p.backend(stem, &self.backend),
+            None => self.backend.clone(),
+        };
+        let prepared = backend.prepare_with(net.clone(), storage)?;
         let l = LoadedNet { stem: stem.to_string(), net, prepared, in_blob, out_blob };
         *s = Some(l.clone());
         Ok(l)
