@@ -13,6 +13,8 @@
 //! - [`fuse`]: which layers after a conv its epilogue absorbs;
 //! - [`eltwise`]: the element-wise layers left over (BinaryOp, Sigmoid, Scale, Eltwise sums),
 //!   vectorised and spread over the pool;
+//! - [`pool`]: max pooling (U²-Net's 2x2 `ceil_mode` one), [`resize`]: bilinear Interp, spread
+//!   over the pool with the reference's arithmetic;
 //! - [`attention`]: the transformer ops (LayerNorm, GELU, reflect padding, window and channel
 //!   attention; [`overlap`]: HAT's overlapping one), spread over the pool per window and head.
 //!
@@ -34,7 +36,9 @@ mod fuse;
 pub mod isa;
 mod options;
 mod overlap;
+mod pool;
 mod ptr;
+mod resize;
 mod simd;
 mod vmath;
 pub mod wgemm;
@@ -591,6 +595,20 @@ impl CpuNet {
                     Some(out) => single(Val::T(Arc::new(out))),
                     // Operands the fast path does not take: the reference's checks and message.
                     None => Ok((reference::forward_layer(l, &[&x])?.into_iter().map(|t| Val::T(Arc::new(t))).collect(), None)),
+                }
+            }
+            Op::Interp(p) if l.bottoms.len() == 1 => {
+                let x = get(l.bottoms[0])?.materialize()?;
+                match self.pool.install(|| resize::forward(p, &x)) {
+                    Some(out) => single(Val::T(Arc::new(out?))),
+                    None => single(Val::T(Arc::new(reference::interp(p, &x)?))),
+                }
+            }
+            Op::Pooling(p) if l.bottoms.len() == 1 => {
+                let x = get(l.bottoms[0])?.materialize()?;
+                match self.pool.install(|| pool::forward(p, &x)) {
+                    Some(out) => single(Val::T(Arc::new(out))),
+                    None => single(Val::T(Arc::new(reference::pooling(p, &x)?))),
                 }
             }
             _ => {
