@@ -1,14 +1,20 @@
 //! CPU backend benchmark peer for the side-by-side with ONNX Runtime (bench/onnx/side-by-side.mjs).
 //!
 //! `cargo run --release -p lucent-core --example cpu_bench -- [--stem sr/realesr-general-x4v3] [--size 276]
-//!  [--threads 2] [--dump DIR] [--runs N | --serve]`
+//!  [--threads 2] [--dump DIR] [--runs N | --serve] [--precision fp32,bf16] [--image PHOTO]`
 //!
+//! `--precision` (`fp32`, `bf16`, `int8`, `auto`; default fp32): with one value, the backend runs it;
+//! with several (comma-separated), one backend per precision is prepared and the timed runs
+//! alternate between them (same process, same input), then each median, its ratio to the first's
+//! and the PSNR of each output against the first's (8-bit, clamped to 0..1) are printed. `--image`
+//! takes the input from a photo (centre crop, size x size) instead of the pseudo-random tensor.
+//! `--serve` uses the first precision.
 //! The input is a deterministic pseudo-random 3 x size x size tensor in 0..1. `--dump DIR` writes it and
 //! our output as raw little-endian f32 (`DIR/<name>.in.f32`, `DIR/<name>.out.f32`) so another engine
 //! can run the same input and compare. `--runs N` times N runs (after one warm-up) and prints each and
 //! the median; `--serve` prints `ready <gflop>` and then runs once per `run` line on stdin, answering
 //! `ms <milliseconds>`, so a driver can alternate us with another engine in one process tree.
-use lucent_core::cpu::CpuBackend;
+use lucent_core::cpu::{CpuBackend, CpuOptions, Precision};
 use lucent_core::ncnn::{Net, Op};
 use lucent_core::{Backend, Cancel, Tensor};
 use std::io::{BufRead, Write};
@@ -57,6 +63,35 @@ fn write_f32(path: &PathBuf, data: &[f32]) {
     std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
+/// The centre size x size crop of a photo as a 3 x size x size tensor in 0..1 (RGB).
+fn photo(path: &str, size: usize) -> Tensor {
+    let img = image::open(path).unwrap_or_else(|e| panic!("open {path}: {e}")).to_rgb8();
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    assert!(w >= size && h >= size, "{path} is {w}x{h}, smaller than {size}");
+    let (x0, y0) = ((w - size) / 2, (h - size) / 2);
+    let mut data = vec![0f32; 3 * size * size];
+    for y in 0..size {
+        for x in 0..size {
+            let p = img.get_pixel((x0 + x) as u32, (y0 + y) as u32);
+            for c in 0..3 {
+                data[(c * size + y) * size + x] = p[c] as f32 / 255.0;
+            }
+        }
+    }
+    Tensor::from_vec(3, size, size, data)
+}
+
+/// PSNR (dB) of `a` against `b` as 8-bit images (values clamped to 0..1, rounded to 1/255).
+fn psnr8(a: &Tensor, b: &Tensor) -> f64 {
+    let q = |v: f32| (v.clamp(0.0, 1.0) * 255.0).round() as f64;
+    let mse = a.data.iter().zip(&b.data).map(|(&x, &y)| (q(x) - q(y)).powi(2)).sum::<f64>() / a.data.len() as f64;
+    if mse == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (255.0f64 * 255.0 / mse).log10()
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models");
@@ -66,10 +101,36 @@ fn main() {
     let runs: usize = arg(&args, "--runs").and_then(|s| s.parse().ok()).unwrap_or(3);
     let serve = args.iter().any(|a| a == "--serve");
     let net = Arc::new(Net::load_stem(&models.join(&stem)).expect("load model"));
-    let be = CpuBackend::new(threads);
+    let precisions: Vec<Precision> = arg(&args, "--precision")
+        .unwrap_or_else(|| "fp32".into())
+        .split(',')
+        .map(|p| Precision::parse(p).unwrap_or_else(|| panic!("--precision {p}: expected fp32, bf16, int8 or auto")))
+        .collect();
+    let backends: Vec<CpuBackend> = precisions.iter().map(|&precision| CpuBackend::with_options(&CpuOptions { threads, precision, ..Default::default() })).collect();
+    let be = &backends[0];
     let t_prep = Instant::now();
-    let prepared = be.prepare(net.clone()).expect("prepare");
+    let prepared_all: Vec<_> = backends.iter().map(|b| b.prepare(net.clone()).expect("prepare")).collect();
+    let prepared = prepared_all[0].clone();
     let prep_ms = t_prep.elapsed().as_secs_f64() * 1e3;
+    for m in lucent_core::cpu::calibrate::log_bf16() {
+        eprintln!(
+            "calibration {}x{} {}x{} -> {}: {} {:.2} ms, fp32 {:.2} ms ({} threads), took {:.0} ms{}",
+            m.ic,
+            m.oc,
+            m.kh,
+            m.kw,
+            if m.bf16() { "bf16" } else { "fp32" },
+            m.kernel,
+            m.bf16_ms,
+            m.fp32_ms,
+            m.threads,
+            m.cost_ms,
+            if m.cached { " (cached)" } else { "" }
+        );
+    }
+    for (p, b) in precisions.iter().zip(&backends) {
+        eprintln!("precision {}: {}", p.name(), b.precision());
+    }
     // What the per-layer Winograd / im2col calibration measured (and what it cost), on stderr.
     let cal = lucent_core::cpu::calibrate::log();
     let cal_ms: f64 = cal.iter().map(|m| m.cost_ms).sum();
@@ -97,7 +158,10 @@ fn main() {
             (seed >> 40) as f32 / (1u64 << 24) as f32
         })
         .collect();
-    let x = Tensor::from_vec(3, size, size, data);
+    let x = match arg(&args, "--image") {
+        Some(path) => photo(&path, size),
+        None => Tensor::from_vec(3, size, size, data),
+    };
     let gflop = conv_gflop(&net, size);
     let once = || {
         let t = Instant::now();
@@ -126,6 +190,47 @@ fn main() {
                 "quit" | "" => break,
                 other => eprintln!("unknown command {other:?}"),
             }
+        }
+        return;
+    }
+    if prepared_all.len() > 1 {
+        fn med(t: &mut [f64]) -> f64 {
+            t.sort_by(|a, b| a.total_cmp(b));
+            t[t.len() / 2]
+        }
+        // (wall ms, cpu ms of the process: all threads; on a loaded machine it tracks the work better)
+        let run_with = |p: &Arc<dyn lucent_core::Prepared>| {
+            let (t, c0) = (Instant::now(), cpu_ms());
+            let o = p.run(&[(inb, &x)], &[outb], &Cancel::new()).expect("run");
+            (t.elapsed().as_secs_f64() * 1e3, cpu_ms() - c0, o.into_iter().next().expect("one output"))
+        };
+        let outs: Vec<Tensor> = prepared_all.iter().map(|p| run_with(p).2).collect();
+        let mut times = vec![Vec::new(); prepared_all.len()];
+        let mut cpu = vec![Vec::new(); prepared_all.len()];
+        for _ in 0..runs.max(1) {
+            for (i, p) in prepared_all.iter().enumerate() {
+                let (t, c, _) = run_with(p);
+                times[i].push(t);
+                cpu[i].push(c);
+            }
+        }
+        let cbase = med(&mut cpu[0].clone());
+        let base = med(&mut times[0]);
+        for (i, p) in precisions.iter().enumerate() {
+            let m = med(&mut times[i]);
+            let c = med(&mut cpu[i]);
+            println!(
+                "{stem} {size}x{size} threads {} {}: median {m:.1} ms wall of {} (runs {:?}), {c:.0} ms cpu; x{:.2} wall, x{:.2} cpu vs {}, PSNR vs {} {:.1} dB",
+                be.threads(),
+                p.name(),
+                times[i].len(),
+                times[i].iter().map(|t| (t * 10.0).round() / 10.0).collect::<Vec<_>>(),
+                base / m,
+                cbase / c,
+                precisions[0].name(),
+                precisions[0].name(),
+                psnr8(&outs[i], &outs[0])
+            );
         }
         return;
     }

@@ -10,8 +10,10 @@
 //! every pair plane, with no row edges inside a tile. Weights are packed once per layer as
 //! `[tap][oc/16][ic/32]` blocks of 16 x 16 pairs (one AMX A tile, 1 KB each; `oc` rounded to 32).
 //!
-//! One kernel call computes 32 output channels x 32 consecutive outputs (fp32) into a scratch row
-//! block; the rows are copied to the output and the epilogue ([`RowOps`]) runs on them. Kernels
+//! One kernel call computes 32 output channels x 32 consecutive outputs (fp32). Outputs at least 32
+//! wide: per output row, blocks of 32 (the last overlapping the one before), stored straight into
+//! the output planes; narrower ones: blocks along the flattened padded rows into a scratch, copied
+//! out. The epilogue ([`RowOps`]) then runs on each work item's rows while they are in cache. Kernels
 //! ([`Bf16Kernel`]): AMX tiles ([`super::amx`], 2x2 C tiles of TDPBF16PS), AVX512-BF16 `vdpbf16ps`
 //! (same layout: a B tile row is one 512-bit vector of 16 pixel pairs), and a portable one that
 //! multiplies the same bf16 values in fp32 (bf16 x bf16 products are exact in fp32), for CPUs
@@ -24,6 +26,7 @@ use crate::reference::ConvGeometry;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::fmt;
+use std::sync::Mutex;
 
 /// Which bf16 kernel runs (lowest first; a cap picks the best at or below it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -241,17 +244,24 @@ unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usi
     }
 }
 
-/// Converts `planes` (w x h each, `ic` of them) to the padded pair layout: `[icp/2][ph][pw]` u32
-/// plus a zero tail of `tail` pairs.
+/// Pair buffers of earlier convs, reused (a fresh one costs page faults and zeroing on every conv).
+static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+
+/// Converts `planes` (w x h each, `ic` of them) into `buf` in the padded pair layout:
+/// `[icp/2][ph][pw]` u32 plus a zero tail of `tail` pairs (every element is written).
 #[allow(clippy::too_many_arguments)]
-fn convert(planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Vec<u32> {
+fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
     let plane = ph * pw;
-    let mut buf = vec![0u32; icp / 2 * plane + tail];
+    let n = icp / 2 * plane;
+    buf.clear();
+    buf.resize(n, 0); // only the growth is written here (a reused buffer keeps its old values)
+    buf.extend(std::iter::repeat_n(0, tail));
     let pvb = to_bf16(pv) as u32;
-    buf[..icp / 2 * plane].par_chunks_mut(plane).enumerate().for_each(|(kp, dst)| {
+    buf[..n].par_chunks_mut(plane).enumerate().for_each(|(kp, dst)| {
         let (c0, c1) = (planes.get(2 * kp), planes.get(2 * kp + 1));
         if c0.is_none() {
-            return; // channels past ic: zeros
+            dst.fill(0); // channels past ic: zeros
+            return;
         }
         let pad = pvb | if c1.is_some() { pvb << 16 } else { 0 };
         let x0 = pl.min(pw);
@@ -279,14 +289,13 @@ fn convert(planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usi
             }
         }
     });
-    buf
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn convert_avx512(planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Vec<u32> {
-    convert(planes, w, h, icp, ph, pw, pt, pl, pv, tail)
+unsafe fn convert_avx512(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
+    convert(buf, planes, w, h, icp, ph, pw, pt, pl, pv, tail)
 }
 
 /// Floats of output scratch per work item (512 KB).
@@ -299,15 +308,16 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
     let plane = ph * pw;
     let tail = 64 + 2 * pw + p.kw;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
+    let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
     #[cfg(target_arch = "x86_64")]
-    let x = if std::arch::is_x86_feature_detected!("avx512f") {
+    if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F (checked above).
-        unsafe { convert_avx512(planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail) }
+        unsafe { convert_avx512(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail) }
     } else {
-        convert(planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail)
-    };
+        convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail)
+    }
     #[cfg(not(target_arch = "x86_64"))]
-    let x = convert(planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
+    convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
     let job = Job { x: &x, plane, wp: pw, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
     let kernel: KernelFn = match p.kernel {
         #[cfg(target_arch = "x86_64")]
@@ -328,17 +338,52 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
         #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
         let dst = dst;
         let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
+        let _tiles = amx.then(super::amx::Tiles::config);
+        if ow >= 32 {
+            // Row tiles of 32 outputs (the last one overlapping the one before when ow is not a
+            // multiple of 32), stored straight into the output planes; a block of 32 channels
+            // reaching past num_output goes through a 32 x 32 scratch.
+            if scratch.len() < 32 * 32 {
+                scratch.resize(32 * 32, 0.0);
+            }
+            let full = p.oc / 32;
+            for y in y0..y1 {
+                for xb in (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)) {
+                    let q = y * pw + xb;
+                    for ob2 in 0..p.ocp / 32 {
+                        // SAFETY: the block's 32 channels x 32 outputs lie inside the output
+                        // (ob2 < full, xb + 32 <= ow) or the scratch; B reads stay inside the pair
+                        // buffer (its tail covers the overrun); the kernel was chosen by what this
+                        // CPU supports (Packed::kernel is only set so). Work items own their rows.
+                        unsafe {
+                            if ob2 < full {
+                                kernel(&job, q, ob2, dst.0.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
+                            } else {
+                                kernel(&job, q, ob2, scratch.as_mut_ptr(), 32);
+                                for o in ob2 * 32..p.oc {
+                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), dst.0.add(o * plane_out + y * ow + xb), 32);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for o in 0..p.oc {
+                // SAFETY: work items write disjoint row ranges of each output plane.
+                let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
+                ops.apply(o, y0 * ow, orow);
+            }
+            return;
+        }
+        // Narrow outputs: 32-output blocks along the flattened padded rows into a scratch.
         let nq = (y1 - y0) * pw;
         let ldc = nq.div_ceil(32) * 32;
         if scratch.len() < p.ocp * ldc {
             scratch.resize(p.ocp * ldc, 0.0);
         }
-        let _tiles = amx.then(super::amx::Tiles::config);
         for qb in (0..ldc).step_by(32) {
             for ob2 in 0..p.ocp / 32 {
-                // SAFETY: the scratch holds ocp rows of ldc floats; every B read stays inside
-                // the pair buffer (its tail covers the last block's overrun); the kernel was
-                // chosen by what this CPU supports (Packed::kernel is only set so).
+                // SAFETY: the scratch holds ocp rows of ldc floats; B reads as above.
                 unsafe { kernel(&job, y0 * pw + qb, ob2, scratch.as_mut_ptr().add(ob2 * 32 * ldc + qb), ldc) };
             }
         }
@@ -352,4 +397,10 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
             ops.apply(o, y0 * ow, orow);
         }
     });
+    if let Ok(mut s) = SPARE.lock() {
+        // A few buffers at most (convs run one at a time per net; several nets may overlap).
+        if s.len() < 4 {
+            s.push(x);
+        }
+    }
 }
