@@ -9,7 +9,7 @@
 //! onnxruntime's (native/models/tests/gpu_onnx.rs, ONNX_GPU_F16=1): this test fails if the
 //! pipeline runs the net in the backend's default storage.
 //! One u2netp run on each backend: on lavapipe (2 loaded cores) the GPU run takes 9-12 s (u2netp
-//! is ~45 GFLOP at 320x320; lavapipe is a CPU), the CPU backend's about 1 s.
+//! is 39.5 GFLOP at 320x320; lavapipe is a CPU), the CPU backend's about 1 s.
 
 #![cfg(feature = "gpu")]
 
