@@ -209,7 +209,7 @@ fn main() {
             let (mut min, mut sum, mut maxd) = (f64::INFINITY, 0.0, 0u32);
             for ((name, x), r) in imgs.iter().zip(&reference) {
                 let (db, d) = measure::compare_u8(r, &run(&rt_p, job, x));
-                eprintln!("  {} {} {name}: {db:.2} dB, max {d}", job.network, p.name());
+                eprintln!("  {} {} {name}: {db:.3} dB, max {d}", job.network, p.name());
                 min = min.min(db);
                 sum += if db.is_finite() { db } else { 99.0 };
                 maxd = maxd.max(d);

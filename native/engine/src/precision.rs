@@ -74,7 +74,8 @@ impl Row {
 
     /// The row as a TSV line (no newline).
     pub fn to_tsv(&self) -> String {
-        let db = |v: f64| if v.is_finite() { format!("{v:.2}") } else { "inf".into() };
+        // Rounded down to 0.01 dB: a committed minimum never overstates the measured one.
+        let db = |v: f64| if v.is_finite() { format!("{:.2}", (v * 100.0 + 1e-6).floor() / 100.0) } else { "inf".into() };
         let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
         [
             clean(&self.network),
