@@ -6,9 +6,12 @@
 //! fractional alpha. Chosen and measured in docs/segmentation.md (scripts/seg-edges-eval.py).
 //!
 //! Cost: O(N) whatever the radius (box sums kept as running column sums and row prefix sums, in
-//! f64), one thread. Memory: the output (N f32) plus at most 12 planes of [`MAX_LOW_PIXELS`] f32 and
-//! O(width) f64: the filter runs at 1/s of the size, s chosen so that the low plane fits, and its
-//! linear coefficients are resized back bilinearly (the fast guided filter).
+//! f64); the two full-size passes (the block means, the final q = a . I + b) in bands of rows on
+//! the machine's cores (at most 8) from 256 K pixels, the low-resolution box filters on one.
+//! Memory: the output (N f32) plus at most 13 planes of [`MAX_LOW_PIXELS`] f32 and O(width) f64 per
+//! thread: the filter runs at 1/s of the size, s chosen so that the low plane fits, and its linear
+//! coefficients are resized back bilinearly (the fast guided filter). Over 500 lines (~550): about
+//! 200 of them are the tests against the filter's O(N r^2) definition.
 use lucent_core::{Code, Error, Result};
 
 /// The network's map side (rembg's 320x320 input): the radius scales with `long side / MAP_SIDE`.
@@ -66,9 +69,48 @@ impl Guide<'_> {
     fn px(&self, i: usize) -> [f64; 3] {
         match self {
             Guide::Planes(p) => [fin(p[0][i]), fin(p[1][i]), fin(p[2][i])],
-            Guide::Rgb8(v) => [v[3 * i] as f64 / 255.0, v[3 * i + 1] as f64 / 255.0, v[3 * i + 2] as f64 / 255.0],
+            Guide::Rgb8(v) => [U8_UNIT[v[3 * i] as usize], U8_UNIT[v[3 * i + 1] as usize], U8_UNIT[v[3 * i + 2] as usize]],
         }
     }
+}
+
+/// `v as f64 / 255.0` for every byte (the same values, looked up).
+static U8_UNIT: [f64; 256] = {
+    let mut t = [0f64; 256];
+    let mut v = 0;
+    while v < 256 {
+        t[v] = v as f64 / 255.0;
+        v += 1;
+    }
+    t
+};
+
+/// Full-size passes run on this many threads (bands of rows) when the photo has at least
+/// [`PAR_MIN_PIXELS`]: the machine's cores, at most 8.
+fn threads_for(n: usize) -> usize {
+    if n < PAR_MIN_PIXELS {
+        return 1;
+    }
+    std::thread::available_parallelism().map(|t| t.get()).unwrap_or(1).min(8)
+}
+
+/// Below this many pixels the filter runs on the calling thread only.
+const PAR_MIN_PIXELS: usize = 1 << 18;
+
+/// `f(first_row, rows)` on bands of whole rows of `data` (`row_len` items a row), one band per thread.
+fn par_rows<T: Send>(data: &mut [T], row_len: usize, threads: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let rows = data.len() / row_len.max(1);
+    let band = rows.div_ceil(threads.max(1)).max(1);
+    if threads <= 1 || rows <= band {
+        f(0, data);
+        return;
+    }
+    std::thread::scope(|sc| {
+        for (b, chunk) in data.chunks_mut(band * row_len).enumerate() {
+            let f = &f;
+            sc.spawn(move || f(b * band, chunk));
+        }
+    });
 }
 
 /// A non-finite sample read as 0 (the filter never spreads a NaN).
@@ -84,6 +126,12 @@ fn fin(v: f32) -> f64 {
 /// The refined alpha (N = width * height values in [0,1], row-major) of `alpha` (N values, read
 /// as given: the caller's upsampled coarse mask) guided by `guide`.
 pub fn guided_filter(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize, p: GuidedParams) -> Result<Vec<f32>> {
+    let n = width.checked_mul(height).filter(|&n| n > 0).ok_or_else(|| bad(format!("bad size {width}x{height}")))?;
+    guided_filter_on(guide, alpha, width, height, p, threads_for(n))
+}
+
+/// [`guided_filter`] with its full-size passes on `threads` threads (the result does not depend on it).
+fn guided_filter_on(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize, p: GuidedParams, threads: usize) -> Result<Vec<f32>> {
     let n = width.checked_mul(height).filter(|&n| n > 0).ok_or_else(|| bad(format!("bad size {width}x{height}")))?;
     if alpha.len() != n || !guide.len_ok(n) {
         return Err(bad(format!("planes do not match {width}x{height}")));
@@ -101,11 +149,13 @@ pub fn guided_filter(guide: Guide<'_>, alpha: &[f32], width: usize, height: usiz
     let r = r.min(lw.max(lh));
     let eps = p.eps as f64;
 
-    // The low planes: guide (3) and alpha, s x s block means.
-    let mut low = vec![0f32; 4 * lw * lh];
-    {
+    // The low planes: guide (3) and alpha, s x s block means (computed row-interleaved, [ly][c][lx],
+    // in bands of rows over the threads, then laid out as planes).
+    let mut rows = vec![0f32; 4 * lw * lh];
+    par_rows(&mut rows, 4 * lw, threads, |ly0, band| {
         let mut acc = vec![0f64; 4 * lw];
-        for ly in 0..lh {
+        for (j, dst) in band.chunks_mut(4 * lw).enumerate() {
+            let ly = ly0 + j;
             acc.fill(0.0);
             let (y0, y1) = (ly * s, ((ly + 1) * s).min(height));
             for y in y0..y1 {
@@ -122,11 +172,18 @@ pub fn guided_filter(guide: Guide<'_>, alpha: &[f32], width: usize, height: usiz
             for lx in 0..lw {
                 let cnt = ((y1 - y0) * (((lx + 1) * s).min(width) - lx * s)) as f64;
                 for c in 0..4 {
-                    low[c * lw * lh + ly * lw + lx] = (acc[4 * lx + c] / cnt) as f32;
+                    dst[c * lw + lx] = (acc[4 * lx + c] / cnt) as f32;
                 }
             }
         }
+    });
+    let mut low = vec![0f32; 4 * lw * lh];
+    for (ly, row) in rows.chunks_exact(4 * lw).enumerate() {
+        for c in 0..4 {
+            low[c * lw * lh + ly * lw..c * lw * lh + (ly + 1) * lw].copy_from_slice(&row[c * lw..(c + 1) * lw]);
+        }
     }
+    drop(rows);
     let (gl, al) = low.split_at(3 * lw * lh);
     let gl = [&gl[..lw * lh], &gl[lw * lh..2 * lw * lh], &gl[2 * lw * lh..]];
 
@@ -207,31 +264,41 @@ pub fn guided_filter(guide: Guide<'_>, alpha: &[f32], width: usize, height: usiz
     });
     drop(coef);
 
-    // q = mean(a) . I + mean(b) at full size (the coefficients resized bilinearly where s > 1).
+    // q = mean(a) . I + mean(b) at full size (the coefficients resized bilinearly where s > 1:
+    // per output row, the four planes' vertical blend once, then per pixel the horizontal one),
+    // in bands of rows over the threads.
     let mut out = vec![0f32; n];
-    let at = |k: usize, i: usize| mean[k * plane + i] as f64;
-    for y in 0..height {
-        let (ya, yb, wy) = lerp_at(y, s, lh);
-        for x in 0..width {
-            let (xa, xb, wx) = lerp_at(x, s, lw);
-            match sure[(y / s) * lw + x / s] {
-                1 => {
-                    out[y * width + x] = 1.0;
-                    continue;
+    let xtaps: Vec<(usize, usize, f64)> = (0..width).map(|x| lerp_at(x, s, lw)).collect();
+    par_rows(&mut out, width, threads, |y0, band| {
+        let mut col = vec![0f64; 4 * lw];
+        for (j, orow) in band.chunks_mut(width).enumerate() {
+            let y = y0 + j;
+            let (ya, yb, wy) = lerp_at(y, s, lh);
+            for k in 0..4 {
+                let (ra, rb) = (&mean[k * plane + ya * lw..k * plane + (ya + 1) * lw], &mean[k * plane + yb * lw..k * plane + (yb + 1) * lw]);
+                for ((c, &a), &b) in col[k * lw..(k + 1) * lw].iter_mut().zip(ra).zip(rb) {
+                    *c = a as f64 * (1.0 - wy) + b as f64 * wy;
                 }
-                2 => continue,
-                _ => {}
             }
-            let g = guide.px(y * width + x);
-            let mut v = 0.0;
-            for (k, gk) in [g[0], g[1], g[2], 1.0].into_iter().enumerate() {
-                let top = at(k, ya * lw + xa) * (1.0 - wx) + at(k, ya * lw + xb) * wx;
-                let bot = at(k, yb * lw + xa) * (1.0 - wx) + at(k, yb * lw + xb) * wx;
-                v += (top * (1.0 - wy) + bot * wy) * gk;
+            let srow = &sure[(y / s) * lw..(y / s + 1) * lw];
+            for (x, (o, &(xa, xb, wx))) in orow.iter_mut().zip(&xtaps).enumerate() {
+                match srow[x / s] {
+                    1 => {
+                        *o = 1.0;
+                        continue;
+                    }
+                    2 => continue,
+                    _ => {}
+                }
+                let g = guide.px(y * width + x);
+                let mut v = 0.0;
+                for (k, gk) in [g[0], g[1], g[2], 1.0].into_iter().enumerate() {
+                    v += (col[k * lw + xa] * (1.0 - wx) + col[k * lw + xb] * wx) * gk;
+                }
+                *o = if v.is_finite() { v.clamp(0.0, 1.0) as f32 } else { 0.0 };
             }
-            out[y * width + x] = if v.is_finite() { v.clamp(0.0, 1.0) as f32 } else { 0.0 };
         }
-    }
+    });
     Ok(out)
 }
 
@@ -376,6 +443,23 @@ mod tests {
 
     fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    /// Bands of rows on several threads give the one-thread result, bit for bit (full size and
+    /// subsampled; snapping on and off).
+    #[test]
+    fn threads_do_not_change_the_result() {
+        let (w, h) = (301, 211);
+        let (g, p) = random(w, h, 11);
+        let rgb: Vec<u8> = (0..w * h).flat_map(|i| g.iter().map(move |c| (c[i] * 255.0) as u8)).collect();
+        for (sub, snap) in [(1, false), (3, true), (4, false)] {
+            let gp = GuidedParams { radius: 5, eps: 1e-3, subsample: sub, snap };
+            let one = guided_filter_on(Guide::Rgb8(&rgb), &p, w, h, gp, 1).unwrap();
+            for t in [2, 3, 7] {
+                let many = guided_filter_on(Guide::Rgb8(&rgb), &p, w, h, gp, t).unwrap();
+                assert!(one.iter().zip(&many).all(|(a, b)| a.to_bits() == b.to_bits()), "subsample {sub}, {t} threads");
+            }
+        }
     }
 
     /// The O(N) filter equals the definition within 1e-4 (max abs) on random planes, radii 0..9
