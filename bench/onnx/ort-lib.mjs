@@ -61,3 +61,18 @@ export async function ortRun(ort, session, input, size) {
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   return [ms, out[session.outputNames[0]].data];
 }
+
+/** PSNR in dB and the largest level difference of two outputs in 0..1 as 8-bit images (clamped, rounded to 1/255). */
+export function psnr8(a, b) {
+  if (a.length !== b.length) throw new Error(`length mismatch ${a.length} vs ${b.length}`);
+  const q = (v) => Math.round(Math.min(1, Math.max(0, v)) * 255);
+  let se = 0;
+  let max = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(q(a[i]) - q(b[i]));
+    se += d * d;
+    if (d > max) max = d;
+  }
+  const mse = se / a.length;
+  return { db: mse === 0 ? Infinity : 10 * Math.log10((255 * 255) / mse), max };
+}
