@@ -5,7 +5,9 @@
 //!
 //! It also fingerprints the CPU convolution kernels (the sources below) into `LUCENT_CPU_KERNELS`, part of the
 //! key of the calibration file cache (src/cpu/calibrate.rs): a build with changed kernels measures again.
-const KERNEL_SOURCES: [&str; 8] = [
+const KERNEL_SOURCES: [&str; 10] = [
+    "src/cpu/amx.rs",
+    "src/cpu/bf16.rs",
     "src/cpu/calibrate.rs",
     "src/cpu/conv.rs",
     "src/cpu/epilogue.rs",

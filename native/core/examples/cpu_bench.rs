@@ -49,9 +49,19 @@ fn conv_gflop(net: &Net, size: usize) -> f64 {
     2.0 * macs / 1e9
 }
 
-/// CPU time (user + system) of this process so far, in ms, from /proc/self/stat (10 ms ticks);
+/// CPU time of this process so far, in ms: the sum of its threads' run times from
+/// /proc/self/task/*/schedstat (nanoseconds), else user + system from /proc/self/stat (10 ms ticks);
 /// under a loaded machine it tracks the work done better than wall time.
 fn cpu_ms() -> f64 {
+    let ns: Option<f64> = std::fs::read_dir("/proc/self/task").ok().map(|d| {
+        d.flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()))
+            .sum()
+    });
+    if let Some(ns) = ns.filter(|&n| n > 0.0) {
+        return ns / 1e6;
+    }
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let f: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
     let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
@@ -220,7 +230,7 @@ fn main() {
             let m = med(&mut times[i]);
             let c = med(&mut cpu[i]);
             println!(
-                "{stem} {size}x{size} threads {} {}: median {m:.1} ms wall of {} (runs {:?}), {c:.0} ms cpu; x{:.2} wall, x{:.2} cpu vs {}, PSNR vs {} {:.1} dB",
+                "{stem} {size}x{size} threads {} {}: median {m:.1} ms wall of {} (runs {:?}), {c:.1} ms cpu; x{:.2} wall, x{:.2} cpu vs {}, PSNR vs {} {:.1} dB",
                 be.threads(),
                 p.name(),
                 times[i].len(),

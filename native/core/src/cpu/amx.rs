@@ -10,6 +10,7 @@
 //! instruction faults, so [`unavailable_reason`] asks first and the kernel is never chosen when it
 //! fails.
 
+#[cfg(target_arch = "x86_64")]
 use super::bf16::Job;
 use std::sync::OnceLock;
 
@@ -54,7 +55,7 @@ pub struct Tiles(());
 
 impl Tiles {
     /// Loads the configuration. Call only when [`unavailable_reason`] is None.
-    pub fn config() -> Tiles {
+    pub(super) fn config() -> Tiles {
         let mut cfg = Config([0; 64]);
         cfg.0[0] = 1;
         for t in 0..8 {
@@ -95,7 +96,11 @@ macro_rules! tilestore {
 }
 
 /// [`super::bf16`]'s kernel contract: outputs `q .. q + 32` of channels `32 * ob2 ..` into `c`
-/// (row stride `ldc` floats). Unsafe: as there, plus a live [`Tiles`] on this thread.
+/// (row stride `ldc` floats).
+///
+/// # Safety
+/// `c` must hold 32 rows of `ldc >= 32` floats, every B tile row read must lie inside `j.x`, and
+/// this thread must hold a live [`Tiles`] (AMX supported and permitted).
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn kernel(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     use std::arch::asm;

@@ -301,8 +301,24 @@ unsafe fn convert_avx512(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usi
 /// Floats of output scratch per work item (512 KB).
 const SCRATCH: usize = 128 << 10;
 
-/// `out` (num_output x out_h x out_w) = the bf16 conv of `planes` (w x h each) with its epilogue.
-pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, out: &mut Tensor, ops: &RowOps) {
+/// The bf16 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w
+/// tensor (not zeroed first: every element is written before the epilogue reads it).
+pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, ops: &RowOps) -> Tensor {
+    let n = p.oc * g.out_h * g.out_w;
+    let mut buf: Vec<std::mem::MaybeUninit<f32>> = Vec::with_capacity(n);
+    // SAFETY: MaybeUninit elements need no initialisation.
+    unsafe { buf.set_len(n) };
+    forward_into(c, p, planes, w, h, g, SendPtr(buf.as_mut_ptr() as *mut f32), ops);
+    let mut buf = std::mem::ManuallyDrop::new(buf);
+    // SAFETY: forward_into wrote all n elements (every channel < num_output, row and column: the
+    // row tiles cover each row, the last one overlapping; the scratch path copies whole rows); same
+    // allocation, length and capacity, f32 and MaybeUninit<f32> have one layout.
+    let data = unsafe { Vec::from_raw_parts(buf.as_mut_ptr() as *mut f32, n, buf.capacity()) };
+    Tensor::from_vec(p.oc, g.out_h, g.out_w, data)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
     let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
     let plane = ph * pw;
@@ -332,7 +348,6 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
     let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
     let nitems = oh.div_ceil(rows);
     let plane_out = oh * ow;
-    let dst = SendPtr(out.data.as_mut_ptr());
     let amx = p.kernel == Bf16Kernel::Amx;
     (0..nitems).into_par_iter().for_each_init(Vec::<f32>::new, |scratch, it| {
         #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)

@@ -104,14 +104,13 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
     let (oh, ow) = (g.out_h, g.out_w);
     let plane = oh * ow;
     let planes = x.planes();
-    let mut out = Tensor::zeros(c.num_output, oh, ow);
     let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope, residual, plane };
+    if let ConvAlgo::Bf16(p) = algo {
+        return Ok(bf16::forward(c, p, &planes, w, h, g, &ops));
+    }
+    let mut out = Tensor::zeros(c.num_output, oh, ow);
     if c.group == c.num_input && c.group == c.num_output {
         depthwise(c, &planes, w, h, g, &mut out, &ops);
-        return Ok(out);
-    }
-    if let ConvAlgo::Bf16(p) = algo {
-        bf16::forward(c, p, &planes, w, h, g, &mut out, &ops);
         return Ok(out);
     }
     if matches!(algo, ConvAlgo::Im2col) && direct::fits(c) {
