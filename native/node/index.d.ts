@@ -73,6 +73,11 @@ export interface EngineInfo {
   cpuIsa?: string
   /** The CPU backend's worker threads; absent on the GPU. */
   threads?: number
+  /**
+   * What the CPU convolutions run ('fp32', 'bf16 (amx-bf16) ...', or fp32 and why a narrower
+   * precision asked for does not run); absent on the GPU.
+   */
+  cpuPrecision?: string
 }
 
 /**
@@ -145,6 +150,13 @@ export interface EngineOptions {
    * (LUCENT_CPU_WINOGRAD).
    */
   cpuWinograd?: 'measure' | 'winograd' | 'im2col'
+  /**
+   * Arithmetic of the CPU convolutions: 'fp32'; 'bf16' (bf16 inputs and weights, fp32 sums, per
+   * layer where measured faster; fp32 on a CPU without AVX512-BF16 or AMX); 'int8' (not yet:
+   * fp32); 'auto' (default: per network from the committed quality measurements;
+   * LUCENT_CPU_PRECISION). info().cpuPrecision says what runs.
+   */
+  cpuPrecision?: 'fp32' | 'bf16' | 'int8' | 'auto'
   /** Winograd tiles per work item (default 64; process-wide; LUCENT_CPU_WINO_CHUNK). */
   cpuWinoChunk?: number
   /**

@@ -50,6 +50,15 @@ function winograd(v: string | undefined): EngineOptions['cpuWinograd'] {
   return v === '0' ? 'im2col' : v === '1' ? 'winograd' : undefined
 }
 
+/** `LUCENT_CPU_PRECISION`: fp32, bf16, int8, auto; an unknown value is left out (auto) with a warning. */
+function precision(v: string | undefined): EngineOptions['cpuPrecision'] {
+  const l = v?.toLowerCase()
+  if (l === undefined) return undefined
+  if (l === 'fp32' || l === 'bf16' || l === 'int8' || l === 'auto') return l
+  process.emitWarning(`LUCENT_CPU_PRECISION=${v}: unknown (fp32, bf16, int8, auto), using auto`)
+  return undefined
+}
+
 /** The addon options of the engine settings in `env`; unset settings are absent (the addon's defaults hold). */
 export function engineSettings(env: Env = process.env): EngineSettings {
   const o: EngineSettings = {
@@ -64,6 +73,7 @@ export function engineSettings(env: Env = process.env): EngineSettings {
     gpuTimeoutS: num(env, 'LUCENT_GPU_TIMEOUT_S'),
     cpuIsa: isa(text(env, 'LUCENT_CPU_ISA')),
     cpuWinograd: winograd(text(env, 'LUCENT_CPU_WINOGRAD')),
+    cpuPrecision: precision(text(env, 'LUCENT_CPU_PRECISION')),
     cpuWinoChunk: num(env, 'LUCENT_CPU_WINO_CHUNK'),
     cpuKeepTransforms: flag(env, 'LUCENT_CPU_KEEP_TRANSFORMS'),
     cpuProfile: flag(env, 'LUCENT_CPU_PROFILE'),

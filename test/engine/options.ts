@@ -22,11 +22,11 @@ t.test('engineSettings maps each LUCENT_* engine setting to its addon option, le
     LUCENT_GPU_ALLOW_CPU: '1', LUCENT_GPU_F32: 'true', LUCENT_GPU_CONV: 'rb:8,4', LUCENT_GPU_COOP: 'emulate', LUCENT_GPU_TUNE: '64',
     LUCENT_GPU_TUNE_CACHE: '', LUCENT_GPU_TIMEOUT_S: '90', LUCENT_CPU_ISA: 'AVX2', LUCENT_CPU_WINOGRAD: '0', LUCENT_CPU_WINO_CHUNK: '16',
     LUCENT_CPU_KEEP_TRANSFORMS: '0', LUCENT_CPU_PROFILE: '1', LUCENT_CPU_CALIBRATION_CACHE: '/tmp/cal.tsv', LUCENT_HEIF_PRESET: 'fast',
-    LUCENT_FACE_PROFILE: '1',
+    LUCENT_FACE_PROFILE: '1', LUCENT_CPU_PRECISION: 'BF16',
   }), {
     gpuAllowCpu: true, gpuF32: true, gpuConv: 'rb:8,4', gpuCoop: 'emulate', gpuTuneSide: 64, gpuTuneCache: '', gpuTimeoutS: 90,
     cpuIsa: 'avx2', cpuWinograd: 'im2col', cpuWinoChunk: 16, cpuKeepTransforms: false, cpuProfile: true,
-    cpuCalibrationCache: '/tmp/cal.tsv', heifPreset: 'fast', faceProfile: true,
+    cpuCalibrationCache: '/tmp/cal.tsv', heifPreset: 'fast', faceProfile: true, cpuPrecision: 'bf16',
   })
   t.match(engineSettings({ LUCENT_GPU_COOP: '0', LUCENT_GPU_TUNE: 'off', LUCENT_CPU_WINOGRAD: '1' }), { gpuCoop: 'off', gpuTune: 'off', cpuWinograd: 'winograd' })
   // values the crates ignored stay ignored (the engine keeps its default), never an error at start
@@ -53,4 +53,9 @@ t.test('an option reaches the CPU backend: cpuIsa and threads come back in info;
   t.equal(best.cpuIsa, plain.cpuIsa, 'LUCENT_CPU_ISA in the addon process environment is not read')
   t.match(initIn({ modelDir, backend: 'cpu', cpuIsa: 'sse9' }), { error: 'invalid_argument' }, 'an unknown level is refused with its code')
   t.match(initIn({ modelDir, backend: 'cpu', gpuCoop: 'sometimes' }), { error: 'invalid_argument' })
+  // cpuPrecision: what runs comes back in info (bf16 with its kernel, or fp32 and why); unknown: refused
+  const bf16 = initIn({ modelDir, backend: 'cpu', threads: 1, cpuPrecision: 'bf16' })
+  t.match(bf16.cpuPrecision, /^(bf16 \((amx-bf16|avx512bf16)\)|fp32 \(bf16 requested, no bf16 unit: .+\))/, bf16.cpuPrecision)
+  t.match(initIn({ modelDir, backend: 'cpu', threads: 1, cpuPrecision: 'int8' }).cpuPrecision, /^fp32 \(int8 requested/)
+  t.match(initIn({ modelDir, backend: 'cpu', cpuPrecision: 'fp8' }), { error: 'invalid_argument' })
 })

@@ -4,7 +4,7 @@
 //! docs/configuration.md. Flags are `1` / `true`; `LUCENT_CPU_PROFILE` is on when set at all, and
 //! `LUCENT_CPU_KEEP_TRANSFORMS` off only at `0`, as the settings document.
 
-use lucent_core::cpu::{CacheFile, ConvPolicy, CpuOptions, Isa};
+use lucent_core::cpu::{CacheFile, ConvPolicy, CpuOptions, Isa, Precision};
 use lucent_core::options::{ConvForce, Coop, GpuOptions, TuneMode};
 use lucent_engine::{CodecOptions, EngineOptions};
 
@@ -36,6 +36,16 @@ pub fn cpu_options(threads: Option<usize>) -> CpuOptions {
         keep_transforms: var("LUCENT_CPU_KEEP_TRANSFORMS").as_deref() != Some("0"),
         profile: std::env::var_os("LUCENT_CPU_PROFILE").is_some(),
         calibration_cache: cache("LUCENT_CPU_CALIBRATION_CACHE"),
+        precision: var("LUCENT_CPU_PRECISION")
+            .and_then(|s| {
+                let p = Precision::parse(&s);
+                if p.is_none() {
+                    eprintln!("LUCENT_CPU_PRECISION={s}: unknown (fp32, bf16, int8, auto), using auto");
+                }
+                p
+            })
+            .unwrap_or_default(),
+        bf16_kernel: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The fast CPU backend: the executor (blob values, layer dispatch, fusion of followers into conv
-//! epilogues). Over 500 lines on purpose (~630): the executor's dispatch and fusion for every layer
+//! epilogues). Over 500 lines on purpose (~680): the executor's dispatch and fusion for every layer
 //! kind in one place (blob table, layer dispatch, fusion decisions are one state machine); the
 //! kernels themselves are the modules of `cpu/`:
 //! - [`isa`]: the instruction-set level (scalar, AVX2+FMA, AVX-512F), detected once per process;
@@ -7,7 +7,9 @@
 //! - [`direct`]: large kernels (7x7 and up, stride 1) as a direct register-blocked loop;
 //! - [`winograd`] F(4x4, 3x3) for 3x3 stride-1 ungrouped convs, with its GEMMs on [`wgemm`]'s
 //!   micro-kernels over the [`simd`] vector types;
-//! - [`calibrate`]: Winograd or im2col per layer, by measured cost (cached per process);
+//! - [`bf16`]: bf16 direct convolution (AMX tiles through [`amx`], AVX512-BF16, or emulated) for a
+//!   backend whose [`Precision`] is `Bf16`; [`CpuOptions::effective_bf16`] says what runs and why;
+//! - [`calibrate`]: Winograd or im2col per layer, and bf16 or not, by measured cost (cached per process);
 //! - [`epilogue`]: bias, activation, fused PReLU/ReLU, residual sums, products, SiLU and gates on
 //!   each output row ([`vmath`]: the vectorisable exp / sigmoid / Mish they use);
 //! - [`fuse`]: which layers after a conv its epilogue absorbs;

@@ -25,7 +25,7 @@ pub mod segment;
 pub mod tasks;
 
 use errors::{nerr, ErrCode};
-use lucent_core::cpu::{CacheFile, ConvPolicy, CpuOptions, Isa};
+use lucent_core::cpu::{CacheFile, ConvPolicy, CpuOptions, Isa, Precision};
 use lucent_core::options::{ConvForce, Coop, GpuOptions, TuneMode};
 use lucent_core::{Code, Error as CoreError};
 use lucent_engine::{BackendChoice, CodecOptions, Engine, EngineOptions as EOpts};
@@ -89,6 +89,12 @@ pub struct EngineOptions {
     /// (LUCENT_CPU_WINOGRAD).
     #[napi(ts_type = "'measure' | 'winograd' | 'im2col'")]
     pub cpu_winograd: Option<String>,
+    /// Arithmetic of the CPU convolutions: 'fp32'; 'bf16' (bf16 inputs and weights, fp32 sums, per
+    /// layer where measured faster; fp32 on a CPU without AVX512-BF16 or AMX); 'int8' (not yet:
+    /// fp32); 'auto' (default: per network from the committed quality measurements;
+    /// LUCENT_CPU_PRECISION). info().cpuPrecision says what runs.
+    #[napi(ts_type = "'fp32' | 'bf16' | 'int8' | 'auto'")]
+    pub cpu_precision: Option<String>,
     /// Winograd tiles per work item (default 64; process-wide; LUCENT_CPU_WINO_CHUNK).
     pub cpu_wino_chunk: Option<u32>,
     /// Keep Winograd input transforms across the convolutions of a dense block (default true;
@@ -120,6 +126,9 @@ pub struct EngineInfo {
     pub cpu_isa: Option<String>,
     /// The CPU backend's worker threads; absent on the GPU.
     pub threads: Option<u32>,
+    /// What the CPU convolutions run ('fp32', 'bf16 (amx-bf16) ...', or fp32 and why a narrower
+    /// precision asked for does not run); absent on the GPU.
+    pub cpu_precision: Option<String>,
 }
 
 /// One GPU adapter as wgpu enumerates it.
@@ -151,6 +160,7 @@ fn info_of(e: &Engine) -> EngineInfo {
         f16: i.f16,
         cpu_isa: i.cpu_isa.map(str::to_string),
         threads: i.threads.map(|t| t as u32),
+        cpu_precision: i.cpu_precision.clone(),
     }
 }
 
@@ -170,6 +180,10 @@ fn engine_options(o: EngineOptions) -> lucent_core::Result<EOpts> {
         Some("winograd") => ConvPolicy::Winograd,
         Some("im2col") => ConvPolicy::Im2col,
         Some(s) => return Err(invalid("cpuWinograd", s, "measure, winograd or im2col")),
+    };
+    let precision = match o.cpu_precision.as_deref() {
+        None => Precision::Auto,
+        Some(s) => Precision::parse(s).ok_or_else(|| invalid("cpuPrecision", s, "fp32, bf16, int8 or auto"))?,
     };
     let coop = match o.gpu_coop.as_deref() {
         None | Some("auto") => Coop::Auto,
@@ -192,6 +206,8 @@ fn engine_options(o: EngineOptions) -> lucent_core::Result<EOpts> {
         keep_transforms: o.cpu_keep_transforms.unwrap_or(true),
         profile: o.cpu_profile.unwrap_or(false),
         calibration_cache: o.cpu_calibration_cache.as_deref().map(CacheFile::from_setting).unwrap_or_default(),
+        precision,
+        bf16_kernel: None,
     };
     let gpu = GpuOptions {
         adapter_name: o.adapter.filter(|s| !s.is_empty()),
