@@ -218,9 +218,11 @@ program.command('bench')
   .option('-n, --runs <N>', 'timed runs', '3')
   .option('--tile <N>', 'tile side in input px')
   .option('--threads <N>', 'CPU backend threads')
+  .option('-p, --precision <list>', 'CPU arithmetic: fp32, bf16, int8, auto (default $LUCENT_CPU_PRECISION, else auto), comma-separated; later ones get PSNR vs the first')
   .option('--model-dir <dir>', 'model directory (default $LUCENT_MODEL_DIR)')
   .option('--json', 'figures as JSON')
-  .addHelpText('after', '\nExample:\n  lucent bench --model general_4x,generative_4x --input photo.jpg --backend cpu,gpu --runs 3')
+  .addHelpText('after', '\nExamples:\n  lucent bench --model general_4x,generative_4x --input photo.jpg --backend cpu,gpu --runs 3'
+    + '\n  lucent bench --model general_4x --input photo.jpg --backend cpu --precision fp32,bf16,auto')
   .action((o: Record<string, string | boolean | undefined>) => {
     const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
     return native(['bench', ...Object.entries(o).flatMap(([k, v]) => v === undefined || v === false ? [] : v === true ? [`--${flag(k)}`] : [`--${flag(k)}`, v])])

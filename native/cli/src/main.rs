@@ -1,15 +1,18 @@
 //! `lucent-native`: benchmark and run the Lucent engine.
 //!
 //!   lucent-native bench --model NAME[,NAME..] --input FILE[,FILE..] [--backend cpu|gpu|auto[,..]]
-//!                       [--runs N] [--json] [--tile N] [--threads N] [--model-dir DIR]
-//!   lucent-native run --model NAME --input IN --output OUT [--backend ..] [--tile N] [--exif] [--dpi N]
+//!                       [--precision fp32|bf16|int8|auto[,..]] [--runs N] [--json] [--tile N] [--threads N]
+//!                       [--model-dir DIR]
+//!   lucent-native run --model NAME --input IN --output OUT [--backend ..] [--precision P] [--tile N] [--exif] [--dpi N]
 //!   lucent-native catalog [--json]
 //!
 //! NAME is a photo catalog name (general_4x, generative_4x, ...), `video:NAME` for a video catalog
 //! name, or a network file stem (model-dir relative or absolute path to the .param without its
 //! extension), run as a bare x-scale network. Catalog names run their pipeline (the engine's
 //! `pipelines::for_model`); GFLOP/s figures are given for plain SR runs (one network, the input
-//! size) only.
+//! size) only. `--precision` sets the CPU backend's arithmetic (`LUCENT_CPU_PRECISION` otherwise;
+//! `auto`: per network from native/engine/src/precision.tsv); with several, `bench` runs each and
+//! gives every later one's PSNR and largest level difference against the first one's output.
 //!
 //! Engine settings (LUCENT_ADAPTER, LUCENT_GPU_*, LUCENT_CPU_*, LUCENT_HEIF_PRESET,
 //! LUCENT_FACE_PROFILE) are read from the environment here, at the binary's process boundary, and
@@ -19,18 +22,24 @@ mod env;
 
 use lucent_codec::{EncodeOptions, Format};
 use lucent_engine::photo::{image_to_raster, map_codec, parse_format, raster_to_image};
-use lucent_engine::{catalog, flops, pipelines, BackendChoice, Cancel, Engine, EngineOptions, EnhanceOptions, Enhancer, Kind, Pipeline};
+use lucent_engine::precision::measure;
+use lucent_engine::{catalog, flops, pipelines, BackendChoice, Cancel, Engine, EngineOptions, EnhanceOptions, Enhancer, Kind, Pipeline, Samples};
+use lucent_core::cpu::Precision;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 const USAGE: &str = "usage:
   lucent-native bench --model NAME[,NAME..] --input FILE[,FILE..] [--backend cpu|gpu|auto[,..]] [--runs N]
-                      [--json] [--tile N] [--threads N] [--model-dir DIR]
-  lucent-native run --model NAME --input IN --output OUT [--backend ..] [--tile N] [--exif] [--dpi N] [--model-dir DIR]
+                      [--precision fp32|bf16|int8|auto[,..]] [--json] [--tile N] [--threads N] [--model-dir DIR]
+  lucent-native run --model NAME --input IN --output OUT [--backend ..] [--precision P] [--tile N] [--exif] [--dpi N]
+                    [--model-dir DIR]
   lucent-native catalog [--json]
 NAME: a photo catalog name (general_4x, generative_4x, ...), video:NAME for a video model, or a network
 file stem (model-dir relative, or a path to the .param without extension) run as a bare network.
+--precision: the CPU backend's arithmetic (default $LUCENT_CPU_PRECISION, else auto: per network from
+committed measurements); several: each is run, later ones with PSNR against the first one's output.
 Model dir: --model-dir, else $LUCENT_MODEL_DIR, else ../shared/models or ./models found from the
 current directory upwards. Engine settings: the LUCENT_ADAPTER, LUCENT_GPU_*, LUCENT_CPU_*,
 LUCENT_HEIF_PRESET and LUCENT_FACE_PROFILE environment (docs/configuration.md), read here and
@@ -43,6 +52,8 @@ struct Args {
     inputs: Vec<String>,
     output: Option<String>,
     backends: Vec<String>,
+    /// `--precision`: CPU arithmetic names (empty: the environment's / default).
+    precisions: Vec<String>,
     runs: usize,
     json: bool,
     tile: Option<usize>,
@@ -64,6 +75,12 @@ fn parse_args() -> Result<Args, String> {
             "--input" | "-i" => a.inputs.extend(list(val()?)),
             "--output" | "-o" => a.output = Some(val()?),
             "--backend" | "-b" => a.backends.extend(list(val()?)),
+            "--precision" | "-p" => {
+                for p in list(val()?) {
+                    Precision::parse(&p).ok_or_else(|| format!("--precision {p}: expected fp32, bf16, int8 or auto"))?;
+                    a.precisions.push(p);
+                }
+            }
             "--runs" | "-n" => a.runs = val()?.parse().map_err(|_| "--runs: not a number")?,
             "--tile" => a.tile = Some(val()?.parse().map_err(|_| "--tile: not a number")?),
             "--threads" => a.threads = Some(val()?.parse().map_err(|_| "--threads: not a number")?),
@@ -158,13 +175,13 @@ fn resolve(engine: &Engine, name: &str) -> lucent_core::Result<Target> {
     Ok(Target { stem: spec.stem.clone(), pipeline: Box::new(spec), plain: true })
 }
 
-fn make_engine(a: &Args, backend: &str) -> lucent_core::Result<Engine> {
-    Engine::new(EngineOptions {
-        model_dir: find_model_dir(a.model_dir.clone()),
-        backend: Some(BackendChoice::parse(backend)?),
-        tile: a.tile,
-        ..env::engine_options(a.threads)
-    })
+/// An engine on `backend`; `precision` (a name `parse_args` checked) replaces the environment's.
+fn make_engine(a: &Args, backend: &str, precision: Option<&str>) -> lucent_core::Result<Engine> {
+    let mut o = env::engine_options(a.threads);
+    if let Some(p) = precision.and_then(Precision::parse) {
+        o.cpu.precision = p;
+    }
+    Engine::new(EngineOptions { model_dir: find_model_dir(a.model_dir.clone()), backend: Some(BackendChoice::parse(backend)?), tile: a.tile, ..o })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -179,9 +196,14 @@ fn bench(a: &Args) -> Result<(), String> {
     }
     let runs = a.runs.max(1);
     let backends = if a.backends.is_empty() { vec!["auto".to_string()] } else { a.backends.clone() };
-    for b in &backends {
-        let engine = make_engine(a, b).map_err(|e| format!("backend {b}: {e}"))?;
+    let precisions: Vec<Option<&str>> = if a.precisions.is_empty() { vec![None] } else { a.precisions.iter().map(|p| Some(p.as_str())).collect() };
+    // The first precision's 8-bit output per (backend, input, model): what the later ones are compared with.
+    let mut first: HashMap<(String, String, String), Vec<u8>> = HashMap::new();
+    for (b, precision) in backends.iter().flat_map(|b| precisions.iter().map(move |p| (b, *p))) {
+        let engine = make_engine(a, b, precision).map_err(|e| format!("backend {b}: {e}"))?;
         let info = engine.info().clone();
+        let precision_name = precision.unwrap_or("default");
+        let cpu_precision = info.cpu_precision.clone().unwrap_or_default();
         for input in &a.inputs {
             let bytes = std::fs::read(input).map_err(|e| format!("{input}: {e}"))?;
             let t = Instant::now();
@@ -205,6 +227,19 @@ fn bench(a: &Args) -> Result<(), String> {
                     times.push(t.elapsed().as_secs_f64() * 1e3);
                     drop(o);
                 }
+                // PSNR and largest level difference against the first precision's output (8-bit outputs).
+                let key = (b.clone(), input.clone(), model.clone());
+                let vs_first = match &out.samples {
+                    Samples::U8(v) if precisions.len() > 1 => match first.get(&key) {
+                        None => {
+                            first.insert(key, v.clone());
+                            None
+                        }
+                        Some(f) if f.len() == v.len() => Some(measure::compare_u8(f, v)),
+                        Some(_) => None,
+                    },
+                    _ => None,
+                };
                 let (ow, oh) = (out.width, out.height);
                 let t = Instant::now();
                 let img = raster_to_image(out, meta.clone());
@@ -219,17 +254,31 @@ fn bench(a: &Args) -> Result<(), String> {
                 let gflops = flop / 1e9 / (med / 1e3);
                 let tflop_per_mp = flop / 1e12 / mp;
                 let tile = rt.tile_for(&net.net);
+                let net_precision = rt.cpu_precision_of(&target.stem).map(|p| p.name());
                 if a.json {
                     println!(
-                        "{{\"model\":{},\"network\":{},\"backend\":{},\"adapter\":{},\"f16\":{},\"width\":{w},\"height\":{h},\"out_width\":{ow},\"out_height\":{oh},\"tile\":{tile},\"runs\":{runs},\"ms_median\":{},\"ms_min\":{},\"ms_max\":{},\"mp_per_s\":{},\"gflops\":{},\"tflop_per_mp\":{},\"decode_ms\":{},\"encode_ms\":{},\"encode_format\":{}}}",
+                        "{{\"model\":{},\"network\":{},\"backend\":{},\"adapter\":{},\"f16\":{},\"width\":{w},\"height\":{h},\"out_width\":{ow},\"out_height\":{oh},\"tile\":{tile},\"runs\":{runs},\"ms_median\":{},\"ms_min\":{},\"ms_max\":{},\"mp_per_s\":{},\"gflops\":{},\"tflop_per_mp\":{},\"decode_ms\":{},\"encode_ms\":{},\"encode_format\":{},\"precision\":{},\"cpu_precision\":{},\"network_precision\":{},\"psnr_vs_first\":{},\"max_diff_vs_first\":{}}}",
                         json_str(model), json_str(&target.stem), json_str(info.kind), json_str(&info.adapter), info.f16,
                         json_num(med), json_num(min), json_num(max), json_num(mp_per_s), json_num(gflops), json_num(tflop_per_mp),
-                        json_num(decode_ms), json_num(encode_ms), json_str(in_format.extension())
+                        json_num(decode_ms), json_num(encode_ms), json_str(in_format.extension()),
+                        json_str(precision_name), json_str(&cpu_precision), net_precision.map(json_str).unwrap_or_else(|| "null".into()),
+                        vs_first.map(|(db, _)| if db.is_finite() { json_num(db) } else { "\"inf\"".into() }).unwrap_or_else(|| "null".into()),
+                        vs_first.map(|(_, d)| d.to_string()).unwrap_or_else(|| "null".into())
                     );
                 } else {
                     let flops_txt = if flop.is_finite() { format!(", {gflops:.1} GFLOP/s ({tflop_per_mp:.2} TFLOP/MP)") } else { String::new() };
+                    // The CPU's arithmetic: `auto` says what it chose for this network (info() lists them all).
+                    let precision_txt = match (net_precision, info.kind) {
+                        (Some(n), "cpu") => format!(", precision {precision_name} -> {n}"),
+                        (None, "cpu") => format!(", precision {precision_name}: {cpu_precision}"),
+                        _ => String::new(),
+                    };
+                    let vs_txt = match vs_first {
+                        Some((db, d)) => format!("; vs {}: PSNR {db:.2} dB, max {d} levels", precisions[0].unwrap_or("default")),
+                        None => String::new(),
+                    };
                     println!(
-                        "{model} ({}) {w}x{h} -> {ow}x{oh} on {} [{}{}] tile {tile}: median {med:.1} ms (min {min:.1}, max {max:.1}, {runs} runs), {mp_per_s:.4} MP/s{flops_txt}; decode {decode_ms:.1} ms, encode {} {encode_ms:.1} ms",
+                        "{model} ({}) {w}x{h} -> {ow}x{oh} on {} [{}{}{precision_txt}] tile {tile}: median {med:.1} ms (min {min:.1}, max {max:.1}, {runs} runs), {mp_per_s:.4} MP/s{flops_txt}; decode {decode_ms:.1} ms, encode {} {encode_ms:.1} ms{vs_txt}",
                         target.stem, info.kind, info.adapter, if info.f16 { ", f16" } else { "" }, in_format.extension()
                     );
                 }
@@ -244,7 +293,7 @@ fn run(a: &Args) -> Result<(), String> {
         return Err("run needs --model, --input and --output".into());
     };
     let backend = a.backends.first().cloned().unwrap_or_else(|| "auto".into());
-    let engine = make_engine(a, &backend).map_err(|e| e.to_string())?;
+    let engine = make_engine(a, &backend, a.precisions.first().map(String::as_str)).map_err(|e| e.to_string())?;
     let bytes = std::fs::read(input).map_err(|e| format!("{input}: {e}"))?;
     let ext = Path::new(output).extension().map(|e| e.to_string_lossy().to_string()).unwrap_or_else(|| "png".into());
     let t = Instant::now();
