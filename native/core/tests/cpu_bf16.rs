@@ -46,7 +46,7 @@ fn act_params(kind: usize) -> &'static str {
 /// not `exact`), then an optional PReLU/ReLU and residual with x. Returns (net, cin, the main
 /// conv's products per output).
 fn random_net(r: &mut Rng, k: usize, exact: bool) -> (Net, usize, usize) {
-    let cin = [r.range(1, 7), r.range(8, 40), r.range(30, 70)][r.below(3)];
+    let cin = [r.range(8, 17), r.range(8, 40), r.range(30, 70)][r.below(3)]; // bf16 from 8 input channels
     let cout = [r.range(1, 9), r.range(10, 40), r.range(31, 70)][r.below(3)];
     let concat = !exact && r.below(3) == 0;
     let act = r.below(6);

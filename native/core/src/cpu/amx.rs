@@ -5,7 +5,7 @@
 //! registers named literally (the compiler never allocates tmm registers, so nothing else touches
 //! them between the statements). Tiles: tmm0-3 the fp32 C tiles (16 rows x 64 bytes), tmm4/5 the
 //! A tiles of two 16-output blocks (16 outputs x 16 bf16 pairs), tmm6/7 the B tiles of two 16-pixel
-//! blocks (16 pairs x 16 pixels, rows one pair plane apart). Linux gives tile state only after
+//! blocks (16 pairs x 16 pixels, rows one padded image row apart). Linux gives tile state only after
 //! `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)` (per process); without it the first tile
 //! instruction faults, so [`unavailable_reason`] asks first and the kernel is never chosen when it
 //! fails.
@@ -105,7 +105,7 @@ macro_rules! tilestore {
 pub unsafe fn kernel(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     use std::arch::asm;
     asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
-    let (sa, sb) = (64usize, j.plane * 4);
+    let (sa, sb) = (64usize, j.kstride * 4);
     for t in 0..j.kh * j.kw {
         for kc in 0..j.nkc {
             let b = j.b(t, kc, q);

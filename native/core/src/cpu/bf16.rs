@@ -3,17 +3,18 @@
 //! amplify the bf16 rounding; direct bf16 costs ~55 dB PSNR against fp32 on the SR networks.
 //!
 //! Layout (no im2col): the conv's input is converted once into zero-padded bf16 channel pairs,
-//! `[ic/2][Hp][Wp]` of u32 (low half: the even channel; `ic` rounded up to 32, `Hp`/`Wp` the padded
-//! height/width with the conv's pad value; channels past `ic` are 0). The output is computed on the
-//! flattened padded width: output `q = y * Wp + x` for x in 0..Wp (columns `x >= out_w` are dropped),
-//! so each tap `(dy, dx)` is a shifted GEMM whose B matrix starts at pixel `q + dy * Wp + dx` of
-//! every pair plane, with no row edges inside a tile. Weights are packed once per layer as
-//! `[tap][oc/16][ic/32]` blocks of 16 x 16 pairs (one AMX A tile, 1 KB each; `oc` rounded to 32).
+//! `[Hp][ic/2][Wp]` of u32 (low half: the even channel; `ic` rounded up to 32, `Hp`/`Wp` the padded
+//! height/width with the conv's pad value; channels past `ic` are 0): the 16 pair rows of a B tile
+//! are `Wp` apart (a few pages, not 16 planes). Each tap `(dy, dx)` is a shifted GEMM whose B tile
+//! for outputs `(y, x .. x + 16)` starts at padded row `y + dy`, column `x + dx`. Weights are packed
+//! once per layer as `[tap][oc/16][ic/32]` blocks of 16 x 16 pairs (one AMX A tile, 1 KB each; `oc`
+//! rounded to 32).
 //!
-//! One kernel call computes 32 output channels x 32 consecutive outputs (fp32). Outputs at least 32
-//! wide: per output row, blocks of 32 (the last overlapping the one before), stored straight into
-//! the output planes; narrower ones: blocks along the flattened padded rows into a scratch, copied
-//! out. The epilogue ([`RowOps`]) then runs on each work item's rows while they are in cache. Kernels
+//! One kernel call computes 32 output channels x 32 outputs of a row (fp32): blocks of 32 along
+//! each row (the last overlapping the one before; a row narrower than 32 reads past its end and
+//! drops those columns), stored straight into the output planes, or through a 32 x 32 scratch for
+//! the channels past a multiple of 32 and for narrow rows. The epilogue ([`RowOps`]) then runs on
+//! each work item's rows while they are in cache. Kernels
 //! ([`Bf16Kernel`]): AMX tiles ([`super::amx`], 2x2 C tiles of TDPBF16PS), AVX512-BF16 `vdpbf16ps`
 //! (same layout: a B tile row is one 512-bit vector of 16 pixel pairs), and a portable one that
 //! multiplies the same bf16 values in fp32 (bf16 x bf16 products are exact in fp32), for CPUs
@@ -117,9 +118,12 @@ pub fn from_bf16(h: u16) -> f32 {
     f32::from_bits((h as u32) << 16)
 }
 
-/// Whether [`forward`] runs `c`.
+/// Whether [`forward`] runs `c`. Convs reading fewer than 8 channels (a network's image input)
+/// stay fp32: they cost little, and rounding the image itself to bf16 cost x4v3 1.5 dB of its
+/// PSNR against fp32 (52.3 dB instead of 53.8 on a photo).
 pub fn applies(c: &Conv) -> bool {
-    c.group == 1 && c.stride_w == 1 && c.stride_h == 1 && c.dilation_w == 1 && c.dilation_h == 1 && c.kernel_w <= 5 && c.kernel_h <= 5
+    c.num_input >= 8
+        && c.group == 1 && c.stride_w == 1 && c.stride_h == 1 && c.dilation_w == 1 && c.dilation_h == 1 && c.kernel_w <= 5 && c.kernel_h <= 5
 }
 
 /// A layer's weights as bf16 A tiles (see the module doc).
@@ -154,11 +158,12 @@ pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
 
 /// What a kernel call reads.
 pub struct Job<'a> {
-    /// Input pairs, `[icp/2][plane]` plus a zero tail.
+    /// Input pairs, `[Hp][icp/2][Wp]` plus a zero tail.
     pub x: &'a [u32],
-    /// Pixels per pair plane (`Hp * Wp`).
-    pub plane: usize,
-    pub wp: usize,
+    /// Pairs between the rows of a B tile (channel pairs): `Wp`.
+    pub kstride: usize,
+    /// Pairs between image rows: `icp/2 * Wp`.
+    pub rstride: usize,
     pub kh: usize,
     pub kw: usize,
     /// 32-channel chunks of the input.
@@ -174,12 +179,12 @@ impl Job<'_> {
     pub fn a(&self, t: usize, ob: usize, kc: usize) -> *const u32 {
         self.w[((t * self.nob + ob) * self.nkc + kc) * 256..].as_ptr()
     }
-    /// Where the B tile (16 pairs x 16 outputs from `q`) of tap `t`, chunk `kc` starts; its rows
-    /// are `plane` pairs apart.
+    /// Where the B tile (16 pairs x 16 outputs from `q = y * rstride + x`) of tap `t`, chunk `kc`
+    /// starts; its rows are `kstride` pairs apart.
     #[inline(always)]
     pub fn b(&self, t: usize, kc: usize, q: usize) -> *const u32 {
         let (dy, dx) = (t / self.kw, t % self.kw);
-        self.x[kc * 16 * self.plane + q + dy * self.wp + dx..].as_ptr()
+        self.x[q + dy * self.rstride + kc * 16 * self.kstride + dx..].as_ptr()
     }
 }
 
@@ -197,7 +202,7 @@ unsafe fn kernel_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize
             for half in 0..2 {
                 let a = j.a(t, ob2 * 2 + half, kc);
                 for k in 0..16 {
-                    let brow = std::slice::from_raw_parts(b.add(k * j.plane), 32);
+                    let brow = std::slice::from_raw_parts(b.add(k * j.kstride), 32);
                     for m in 0..16 {
                         let ap = *a.add(m * 16 + k);
                         let (a0, a1) = (from_bf16(ap as u16), from_bf16((ap >> 16) as u16));
@@ -229,7 +234,7 @@ unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usi
                     let a = j.a(t, ob2 * 2 + half, kc);
                     let b = j.b(t, kc, q + pv * 16);
                     for k in 0..16 {
-                        let bv: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(k * j.plane) as *const _));
+                        let bv: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(k * j.kstride) as *const _));
                         for (m, am) in acc.iter_mut().enumerate() {
                             let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*a.add(m * 16 + k) as i32));
                             *am = _mm512_dpbf16_ps(*am, av, bv);
@@ -248,26 +253,26 @@ unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usi
 static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
 
 /// Converts `planes` (w x h each, `ic` of them) into `buf` in the padded pair layout:
-/// `[icp/2][ph][pw]` u32 plus a zero tail of `tail` pairs (every element is written).
+/// `[ph][icp/2][pw]` u32 plus a zero tail of `tail` pairs (every element is written).
 #[allow(clippy::too_many_arguments)]
 fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
-    let plane = ph * pw;
-    let n = icp / 2 * plane;
+    let npairs = icp / 2;
+    let n = ph * npairs * pw;
     buf.clear();
     buf.resize(n, 0); // only the growth is written here (a reused buffer keeps its old values)
     buf.extend(std::iter::repeat_n(0, tail));
     let pvb = to_bf16(pv) as u32;
-    buf[..n].par_chunks_mut(plane).enumerate().for_each(|(kp, dst)| {
-        let (c0, c1) = (planes.get(2 * kp), planes.get(2 * kp + 1));
-        if c0.is_none() {
-            dst.fill(0); // channels past ic: zeros
-            return;
-        }
-        let pad = pvb | if c1.is_some() { pvb << 16 } else { 0 };
-        let x0 = pl.min(pw);
-        let n = w.min(pw - x0);
-        for yy in 0..ph {
-            let row = &mut dst[yy * pw..(yy + 1) * pw];
+    let x0 = pl.min(pw);
+    let nx = w.min(pw - x0);
+    buf[..n].par_chunks_mut(npairs * pw).enumerate().for_each(|(yy, rows)| {
+        for (kp, row) in rows.chunks_exact_mut(pw).enumerate() {
+            let (c0, c1) = (planes.get(2 * kp), planes.get(2 * kp + 1));
+            let Some(c0) = c0 else {
+                row.fill(0); // channels past ic: zeros
+                continue;
+            };
+            let pad = pvb | if c1.is_some() { pvb << 16 } else { 0 };
+            let n = nx;
             let iy = yy as isize - pt as isize;
             if iy < 0 || iy >= h as isize {
                 row.fill(pad);
@@ -276,7 +281,7 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
             let iy = iy as usize;
             row[..x0].fill(pad);
             row[x0 + n..].fill(pad);
-            let a = &c0.expect("checked")[iy * w..iy * w + n];
+            let a = &c0[iy * w..iy * w + n];
             let seg = &mut row[x0..x0 + n];
             match c1 {
                 Some(p1) => {
@@ -298,8 +303,8 @@ unsafe fn convert_avx512(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usi
     convert(buf, planes, w, h, icp, ph, pw, pt, pl, pv, tail)
 }
 
-/// Floats of output scratch per work item (512 KB).
-const SCRATCH: usize = 128 << 10;
+/// Floats of output per work item (512 KB: in L2 for the epilogue).
+const OUT_BUDGET: usize = 128 << 10;
 
 /// The bf16 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w
 /// tensor (not zeroed first: every element is written before the epilogue reads it).
@@ -321,7 +326,7 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
 fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
     let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
-    let plane = ph * pw;
+    let rstride = p.icp / 2 * pw;
     let tail = 64 + 2 * pw + p.kw;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
     let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
@@ -334,7 +339,7 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
     }
     #[cfg(not(target_arch = "x86_64"))]
     convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
-    let job = Job { x: &x, plane, wp: pw, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
+    let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
     let kernel: KernelFn = match p.kernel {
         #[cfg(target_arch = "x86_64")]
         Bf16Kernel::Amx => super::amx::kernel,
@@ -342,41 +347,42 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
         Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
         _ => kernel_emulated,
     };
-    // Rows per work item: bounded scratch, and enough items to keep every thread busy.
+    // Rows per work item: the item's output rows stay in cache for the epilogue, and there are
+    // enough items to keep every thread busy.
     let threads = rayon::current_num_threads().max(1);
-    let by_budget = (SCRATCH / (p.ocp * pw)).max(1);
+    let by_budget = (OUT_BUDGET / (p.ocp * ow)).max(1);
     let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
     let nitems = oh.div_ceil(rows);
     let plane_out = oh * ow;
     let amx = p.kernel == Bf16Kernel::Amx;
-    (0..nitems).into_par_iter().for_each_init(Vec::<f32>::new, |scratch, it| {
-        #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
-        let dst = dst;
-        let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
-        let _tiles = amx.then(super::amx::Tiles::config);
-        if ow >= 32 {
-            // Row tiles of 32 outputs (the last one overlapping the one before when ow is not a
-            // multiple of 32), stored straight into the output planes; a block of 32 channels
-            // reaching past num_output goes through a 32 x 32 scratch.
-            if scratch.len() < 32 * 32 {
-                scratch.resize(32 * 32, 0.0);
-            }
-            let full = p.oc / 32;
+    // Column blocks of 32 outputs per row, the last one overlapping the one before when ow is not
+    // a multiple of 32 (a row narrower than 32: one block, its extra columns dropped).
+    let xblocks: Vec<usize> = if ow >= 32 { (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)).collect() } else { vec![0] };
+    let full = p.oc / 32;
+    (0..nitems).into_par_iter().for_each_init(
+        || vec![0f32; 32 * 32],
+        |scratch, it| {
+            #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
+            let dst = dst;
+            let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
+            let _tiles = amx.then(super::amx::Tiles::config);
             for y in y0..y1 {
-                for xb in (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)) {
-                    let q = y * pw + xb;
+                for &xb in &xblocks {
+                    let q = y * rstride + xb;
+                    let width = 32.min(ow - xb);
                     for ob2 in 0..p.ocp / 32 {
-                        // SAFETY: the block's 32 channels x 32 outputs lie inside the output
-                        // (ob2 < full, xb + 32 <= ow) or the scratch; B reads stay inside the pair
-                        // buffer (its tail covers the overrun); the kernel was chosen by what this
-                        // CPU supports (Packed::kernel is only set so). Work items own their rows.
+                        // SAFETY: a block of 32 channels x 32 outputs inside the output (ob2 <
+                        // full, 32 columns) is stored there, else into the 32 x 32 scratch and its
+                        // valid part copied out; B reads stay inside the pair buffer (its tail
+                        // covers the overrun of the last row); the kernel was chosen by what this
+                        // CPU supports (Packed::kernel is only set so); work items own their rows.
                         unsafe {
-                            if ob2 < full {
+                            if ob2 < full && width == 32 {
                                 kernel(&job, q, ob2, dst.0.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
                             } else {
                                 kernel(&job, q, ob2, scratch.as_mut_ptr(), 32);
-                                for o in ob2 * 32..p.oc {
-                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), dst.0.add(o * plane_out + y * ow + xb), 32);
+                                for o in ob2 * 32..p.oc.min(ob2 * 32 + 32) {
+                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), dst.0.add(o * plane_out + y * ow + xb), width);
                                 }
                             }
                         }
@@ -388,30 +394,8 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
                 let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
                 ops.apply(o, y0 * ow, orow);
             }
-            return;
-        }
-        // Narrow outputs: 32-output blocks along the flattened padded rows into a scratch.
-        let nq = (y1 - y0) * pw;
-        let ldc = nq.div_ceil(32) * 32;
-        if scratch.len() < p.ocp * ldc {
-            scratch.resize(p.ocp * ldc, 0.0);
-        }
-        for qb in (0..ldc).step_by(32) {
-            for ob2 in 0..p.ocp / 32 {
-                // SAFETY: the scratch holds ocp rows of ldc floats; B reads as above.
-                unsafe { kernel(&job, y0 * pw + qb, ob2, scratch.as_mut_ptr().add(ob2 * 32 * ldc + qb), ldc) };
-            }
-        }
-        for o in 0..p.oc {
-            // SAFETY: work items write disjoint row ranges of each output plane.
-            let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
-            let src = &scratch[o * ldc..];
-            for (yi, d) in orow.chunks_exact_mut(ow).enumerate() {
-                d.copy_from_slice(&src[yi * pw..yi * pw + ow]);
-            }
-            ops.apply(o, y0 * ow, orow);
-        }
-    });
+        },
+    );
     if let Ok(mut s) = SPARE.lock() {
         // A few buffers at most (convs run one at a time per net; several nets may overlap).
         if s.len() < 4 {
