@@ -8,10 +8,9 @@
 //! fp32; a network without a row (an operator's own model, an ONNX file) runs fp32. A row measured
 //! where the narrower path did not run (its `kernel` column says fp32) never counts.
 //!
-//! [`CpuPrecisions`] applies that per network on a CPU runtime ([`crate::Runtime::with_cpu_precisions`]):
+//! [`CpuPrecisions`] applies that per network on a CPU runtime (`Runtime::with_cpu_precisions`):
 //! one CPU backend per precision in use, created on first need with the runtime's CPU options.
 
-use crate::runtime::lock;
 use lucent_core::cpu::{CpuBackend, CpuOptions, Precision};
 use lucent_core::{Backend, Code, Error, Result};
 use std::collections::HashMap;
@@ -255,7 +254,10 @@ impl CpuPrecisions {
         if p == Precision::Fp32 {
             return fp32_backend.clone();
         }
-        lock(&self.backends)
+        // A poisoned map (a panic while building one) is still a valid map.
+        self.backends
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .entry(p)
             .or_insert_with(|| Arc::new(CpuBackend::with_options(&CpuOptions { precision: p, ..self.base.clone() })))
             .clone()
