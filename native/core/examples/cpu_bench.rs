@@ -8,13 +8,14 @@
 //! alternate between them (same process, same input), then each median, its ratio to the first's
 //! and the PSNR of each output against the first's (8-bit, clamped to 0..1) are printed. `--image`
 //! takes the input from a photo (centre crop, size x size) instead of the pseudo-random tensor.
-//! `--serve` uses the first precision.
+//! `--serve` uses the first precision. `--bf16-kernel amx|avx512bf16|emulated` caps the bf16 kernel
+//! (e.g. the AVX512-BF16 one on an AMX machine).
 //! The input is a deterministic pseudo-random 3 x size x size tensor in 0..1. `--dump DIR` writes it and
 //! our output as raw little-endian f32 (`DIR/<name>.in.f32`, `DIR/<name>.out.f32`) so another engine
 //! can run the same input and compare. `--runs N` times N runs (after one warm-up) and prints each and
 //! the median; `--serve` prints `ready <gflop>` and then runs once per `run` line on stdin, answering
 //! `ms <milliseconds>`, so a driver can alternate us with another engine in one process tree.
-use lucent_core::cpu::{CpuBackend, CpuOptions, Precision};
+use lucent_core::cpu::{Bf16Kernel, CpuBackend, CpuOptions, Precision};
 use lucent_core::ncnn::{Net, Op};
 use lucent_core::{Backend, Cancel, Tensor};
 use std::io::{BufRead, Write};
@@ -116,7 +117,8 @@ fn main() {
         .split(',')
         .map(|p| Precision::parse(p).unwrap_or_else(|| panic!("--precision {p}: expected fp32, bf16, int8 or auto")))
         .collect();
-    let backends: Vec<CpuBackend> = precisions.iter().map(|&precision| CpuBackend::with_options(&CpuOptions { threads, precision, ..Default::default() })).collect();
+    let bf16_kernel = arg(&args, "--bf16-kernel").map(|k| Bf16Kernel::parse(&k).unwrap_or_else(|| panic!("--bf16-kernel {k}: expected amx, avx512bf16 or emulated")));
+    let backends: Vec<CpuBackend> = precisions.iter().map(|&precision| CpuBackend::with_options(&CpuOptions { threads, precision, bf16_kernel, ..Default::default() })).collect();
     let be = &backends[0];
     let t_prep = Instant::now();
     let prepared_all: Vec<_> = backends.iter().map(|b| b.prepare(net.clone()).expect("prepare")).collect();

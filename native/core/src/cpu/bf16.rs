@@ -262,6 +262,8 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
     buf.resize(n, 0); // only the growth is written here (a reused buffer keeps its old values)
     buf.extend(std::iter::repeat_n(0, tail));
     let pvb = to_bf16(pv) as u32;
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::arch::is_x86_feature_detected!("avx512f");
     let x0 = pl.min(pw);
     let nx = w.min(pw - x0);
     buf[..n].par_chunks_mut(npairs * pw).enumerate().for_each(|(yy, rows)| {
@@ -282,26 +284,40 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
             row[..x0].fill(pad);
             row[x0 + n..].fill(pad);
             let a = &c0[iy * w..iy * w + n];
+            let b = c1.map(|p1| &p1[iy * w..iy * w + n]);
             let seg = &mut row[x0..x0 + n];
-            match c1 {
-                Some(p1) => {
-                    let b = &p1[iy * w..iy * w + n];
-                    for ((d, &x), &y) in seg.iter_mut().zip(a).zip(b) {
-                        *d = to_bf16(x) as u32 | ((to_bf16(y) as u32) << 16);
-                    }
-                }
-                None => seg.iter_mut().zip(a).for_each(|(d, &x)| *d = to_bf16(x) as u32),
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: `wide` is set only when the CPU has AVX-512F.
+                unsafe { pack_row_avx512(seg, a, b) };
+                continue;
             }
+            pack_row(seg, a, b);
         }
     });
 }
 
+/// `d[i]` = the pair (bf16 `a[i]`, bf16 `b[i]` or 0).
+#[inline(always)]
+fn pack_row(d: &mut [u32], a: &[f32], b: Option<&[f32]>) {
+    match b {
+        Some(b) => {
+            for ((d, &x), &y) in d.iter_mut().zip(a).zip(b) {
+                *d = to_bf16(x) as u32 | ((to_bf16(y) as u32) << 16);
+            }
+        }
+        None => d.iter_mut().zip(a).for_each(|(d, &x)| *d = to_bf16(x) as u32),
+    }
+}
+
+/// [`pack_row`] compiled for AVX-512F (the closures of the parallel loop do not inherit a
+/// caller's target features, so the row loop gets its own function).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn convert_avx512(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
-    convert(buf, planes, w, h, icp, ph, pw, pt, pl, pv, tail)
+unsafe fn pack_row_avx512(d: &mut [u32], a: &[f32], b: Option<&[f32]>) {
+    pack_row(d, a, b)
 }
+
 
 /// Floats of output per work item (512 KB: in L2 for the epilogue).
 const OUT_BUDGET: usize = 128 << 10;
@@ -330,14 +346,6 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
     let tail = 64 + 2 * pw + p.kw;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
     let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F (checked above).
-        unsafe { convert_avx512(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail) }
-    } else {
-        convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
     convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
     let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
     let kernel: KernelFn = match p.kernel {
