@@ -48,7 +48,12 @@ const fmt = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(
 
 if (models.length === 0) throw new Error(`no seg/u2netp.onnx in ${modelDir} (npm ci, or lucent models fetch seg/u2netp.onnx)`);
 mkdirSync(out, { recursive: true });
-console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.availableParallelism()} cores`);
+let flags = [];
+try {
+  flags = (readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/);
+} catch {}
+const simd = ['avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_bf16'].filter((f) => flags.includes(f)).join(' ') || 'none of avx2/avx512/amx';
+console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.availableParallelism()} cores; CPU flags: ${simd}`);
 console.log(`threads: ${threads} each; load average at start: ${load()}`);
 
 const build = spawnSync('cargo', ['build', '--release', '-p', 'lucent-engine', '--example', 'seg_bench'], { stdio: 'inherit' });
