@@ -5,9 +5,10 @@
 //!
 //! It also fingerprints the CPU convolution kernels (the sources below) into `LUCENT_CPU_KERNELS`, part of the
 //! key of the calibration file cache (src/cpu/calibrate.rs): a build with changed kernels measures again.
-const KERNEL_SOURCES: [&str; 10] = [
+const KERNEL_SOURCES: [&str; 11] = [
     "src/cpu/amx.rs",
     "src/cpu/bf16.rs",
+    "src/cpu/bf16_job.rs",
     "src/cpu/calibrate.rs",
     "src/cpu/conv.rs",
     "src/cpu/epilogue.rs",

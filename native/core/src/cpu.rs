@@ -29,6 +29,7 @@
 mod amx;
 mod attention;
 pub mod bf16;
+mod bf16_job;
 pub mod calibrate;
 mod conv;
 mod direct;

@@ -11,7 +11,7 @@
 //! fails.
 
 #[cfg(target_arch = "x86_64")]
-use super::bf16::Job;
+use super::bf16_job::Job;
 use std::sync::OnceLock;
 
 /// Why AMX-BF16 cannot run here (CPU flags, OS permission), or None when it can.

@@ -20,6 +20,7 @@
 //! multiplies the same bf16 values in fp32 (bf16 x bf16 products are exact in fp32), for CPUs
 //! without either and for tests of the layout on any CPU.
 
+pub use super::bf16_job::Job;
 use super::epilogue::RowOps;
 use super::ptr::SendPtr;
 use crate::ncnn::model::Conv;
@@ -154,38 +155,6 @@ pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
         }
     }
     Packed { w, oc, ocp, ic, icp, kh, kw, kernel }
-}
-
-/// What a kernel call reads.
-pub struct Job<'a> {
-    /// Input pairs, `[Hp][icp/2][Wp]` plus a zero tail.
-    pub x: &'a [u32],
-    /// Pairs between the rows of a B tile (channel pairs): `Wp`.
-    pub kstride: usize,
-    /// Pairs between image rows: `icp/2 * Wp`.
-    pub rstride: usize,
-    pub kh: usize,
-    pub kw: usize,
-    /// 32-channel chunks of the input.
-    pub nkc: usize,
-    /// 16-channel blocks of the output.
-    pub nob: usize,
-    pub w: &'a [u32],
-}
-
-impl Job<'_> {
-    /// The A tile (16 outputs x 16 pairs) of tap `t`, output block `ob`, input chunk `kc`.
-    #[inline(always)]
-    pub fn a(&self, t: usize, ob: usize, kc: usize) -> *const u32 {
-        self.w[((t * self.nob + ob) * self.nkc + kc) * 256..].as_ptr()
-    }
-    /// Where the B tile (16 pairs x 16 outputs from `q = y * rstride + x`) of tap `t`, chunk `kc`
-    /// starts; its rows are `kstride` pairs apart.
-    #[inline(always)]
-    pub fn b(&self, t: usize, kc: usize, q: usize) -> *const u32 {
-        let (dy, dx) = (t / self.kw, t % self.kw);
-        self.x[q + dy * self.rstride + kc * 16 * self.kstride + dx..].as_ptr()
-    }
 }
 
 /// Computes outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them) into `c` (row
