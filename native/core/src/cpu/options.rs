@@ -95,7 +95,9 @@ pub enum Precision {
     /// fp32 everywhere.
     Fp32,
     /// bf16 inputs and weights with fp32 sums for each conv where it is measured faster
-    /// ([`super::calibrate`]); fp32 on a CPU without AVX512-BF16 or AMX (`info()` says why).
+    /// ([`super::calibrate`]); fp32 on a CPU without AVX512-BF16 or AMX (`info()` says why). With a
+    /// pinned [`ConvPolicy`] (not `Measure`: tests and comparisons) every conv bf16 applies to runs
+    /// bf16, unmeasured. Convs reading fewer than 8 channels stay fp32.
     Bf16,
     /// Not implemented yet: runs fp32 (`info()` says so).
     Int8,
