@@ -18,14 +18,16 @@
 // difference; ORT must agree with it at >= 45 dB), then one warm-up and `rounds` runs of each,
 // A B C ..., with a pause between runs so no engine's idle-spinning threads eat into another's run
 // (runs over 5 s: 3 rounds). Prints the machine's ISA (from its CPU flags), the load average before
-// and after, the medians, GFLOP/s (direct-conv FLOPs), then a table per network, size, engine and
+// and after, the medians of wall time and of CPU time (all the engine's threads, /proc schedstat: on a
+// busy machine it follows the work better; spin-waiting counts), GFLOP/s (direct-conv FLOPs), then a
+// table per network, size, engine and
 // precision with the speed-up over our fp32 and the issue-31 targets (ORT / lucent fp32: x4v3 >= 1.5,
 // x4plus >= 1.2).
 //
 // OpenVINO: `python3 -m venv bench-out/venv && bench-out/venv/bin/pip install openvino numpy onnx`;
 // `--openvino` names the Python with it (default bench-out/venv/bin/python where it imports openvino).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInterface } from 'node:readline';
 import { loadOrt, median, ortRun, ortSession, psnr8, readF32 } from './ort-lib.mjs';
@@ -79,6 +81,22 @@ function openvinoPython() {
   return py;
 }
 
+/**
+ * CPU time (ms) of all threads of process `pid` so far, from /proc/PID/task/TID/schedstat (ns): on a
+ * busy machine it tracks an engine's work better than wall time (a spin-waiting thread counts too).
+ */
+function cpuMs(pid) {
+  let ns = 0;
+  try {
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {}
+    }
+  } catch {}
+  return ns / 1e6;
+}
+
 /** A child speaking the `ready ...` / `run` -> `ms X` line protocol (cpu_bench --serve, ov-serve.py). */
 async function serveChild(cmd, args) {
   const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -92,6 +110,7 @@ async function serveChild(cmd, args) {
   if (ready[0] !== 'ready') throw new Error(`${cmd}: ${ready.join(' ')}`);
   return {
     ready,
+    pid: child.pid,
     run: async () => {
       child.stdin.write('run\n');
       return Number((await next())[1]);
@@ -129,18 +148,18 @@ for (const { stem, target } of models) {
       if (image) args.push('--image', image);
       const c = await serveChild('target/release/examples/cpu_bench', args);
       gflop = Number(c.ready[1]);
-      engines.push({ engine: 'lucent', precision: p, what: `${c.ready[5] ?? '?'}`, run: c.run, close: c.close, out: readF32(`${out}/${name}.${size}.out.f32`) });
+      engines.push({ engine: 'lucent', precision: p, what: `${c.ready[5] ?? '?'}`, pid: c.pid, run: c.run, close: c.close, out: readF32(`${out}/${name}.${size}.out.f32`) });
     }
     const inPath = `${out}/${name}.${size}.in.f32`;
     const input = readF32(inPath);
     const [, ortOut] = await ortRun(ort, session, input, size); // warm-up + check
-    engines.push({ engine: 'onnxruntime', precision: 'fp32', what: 'cpu ep', run: async () => (await ortRun(ort, session, input, size))[0], close: () => {}, out: ortOut });
+    engines.push({ engine: 'onnxruntime', precision: 'fp32', what: 'cpu ep', pid: process.pid, run: async () => (await ortRun(ort, session, input, size))[0], close: () => {}, out: ortOut });
     if (ovPython) {
       for (const p of precisions.filter((q) => q !== 'int8')) {
         const hint = p === 'fp32' ? 'f32' : p;
         const dump = `${out}/${name}.${size}.ov-${hint}.f32`;
         const c = await serveChild(ovPython, ['bench/onnx/ov-serve.py', '--onnx', onnxPath, '--size', String(size), '--threads', String(threads), '--precision', hint, '--input', inPath, '--dump', dump]);
-        engines.push({ engine: `openvino ${c.ready[1]}`, precision: p, what: `hint ${c.ready[2]}`, run: c.run, close: c.close, out: readF32(dump) });
+        engines.push({ engine: `openvino ${c.ready[1]}`, precision: p, what: `hint ${c.ready[2]}`, pid: c.pid, run: c.run, close: c.close, out: readF32(dump) });
       }
     }
     const ref = engines.find((e) => e.engine === 'lucent' && e.precision === 'fp32') ?? engines.find((e) => e.engine === 'onnxruntime');
@@ -157,34 +176,37 @@ for (const { stem, target } of models) {
     for (const e of engines) await e.run(); // second warm-up of each
     const firstMs = await engines[0].run();
     const n = firstMs > 5000 ? Math.min(rounds, 3) : rounds;
-    for (const e of engines) e.ms = [];
+    for (const e of engines) [e.ms, e.cpu] = [[], []];
     for (let i = 0; i < n; i++) {
       for (const e of engines) {
         await sleep(300);
+        const c0 = cpuMs(e.pid);
         e.ms.push(await e.run());
+        e.cpu.push(cpuMs(e.pid) - c0);
       }
-      console.log(`round ${i + 1}: ${engines.map((e) => `${e.engine.split(' ')[0]} ${e.precision} ${e.ms[i].toFixed(0)} ms`).join(', ')}`);
+      console.log(`round ${i + 1}: ${engines.map((e) => `${e.engine.split(' ')[0]} ${e.precision} ${e.ms[i].toFixed(0)} ms (cpu ${e.cpu[i].toFixed(0)})`).join(', ')}`);
     }
     for (const e of engines) e.close();
     const base = engines.find((e) => e.engine === 'lucent' && e.precision === 'fp32');
     for (const e of engines) {
-      e.med = median(e.ms);
-      console.log(`${(e.engine + ' ' + e.precision).padEnd(28)} median ${e.med.toFixed(0)} ms  ${(gflop / (e.med / 1e3)).toFixed(1)} GFLOP/s`);
+      [e.med, e.medCpu] = [median(e.ms), median(e.cpu)];
+      console.log(`${(e.engine + ' ' + e.precision).padEnd(28)} median ${e.med.toFixed(0)} ms (cpu ${e.medCpu.toFixed(0)} ms)  ${(gflop / (e.med / 1e3)).toFixed(1)} GFLOP/s`);
     }
     // Per-round ratios (same load within a round) against our fp32.
     const speedup = (e) => (base ? median(e.ms.map((x, i) => base.ms[i] / x)) : NaN);
     const ortE = engines.find((e) => e.engine === 'onnxruntime');
     const ortRatio = base ? median(ortE.ms.map((x, i) => x / base.ms[i])) : NaN;
     if (base) console.log(`ORT time / lucent fp32 time: median of pairs ${ortRatio.toFixed(2)} (target >= ${target}) load ${load()}`);
-    for (const e of engines) table.push({ name, size, engine: e.engine, precision: e.precision, what: e.what, med: e.med, speedup: speedup(e), q: e.q, n, target, ortRatio: e === ortE ? ortRatio : null });
+    const cpuSpeedup = (e) => (base ? median(e.cpu.map((x, i) => base.cpu[i] / x)) : NaN);
+    for (const e of engines) table.push({ name, size, engine: e.engine, precision: e.precision, what: e.what, med: e.med, medCpu: e.medCpu, speedup: speedup(e), cpuSpeedup: cpuSpeedup(e), q: e.q, n, target, ortRatio: e === ortE ? ortRatio : null });
   }
 }
 
 console.log(`\nISA from CPU flags: ${isa.level} (${isa.detail}); ${threads} threads each; load average at end: ${load()}`);
-console.log('| network | input | engine | precision | median | speed-up vs lucent fp32 | PSNR vs lucent fp32 | max diff | runs |');
+console.log('| network | input | engine | precision | median wall / cpu | speed-up vs lucent fp32 (wall / cpu) | PSNR vs lucent fp32 | max diff | runs |');
 console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of table) {
   const db = Number.isFinite(r.q.db) ? `${r.q.db.toFixed(1)} dB` : 'identical';
   const tgt = r.ortRatio !== null ? ` (ORT / lucent fp32 ${r.ortRatio.toFixed(2)}, target >= ${r.target}: ${r.ortRatio >= r.target ? 'met' : 'NOT met'})` : '';
-  console.log(`| ${r.name} | ${r.size}x${r.size} | ${r.engine} | ${r.precision} (${r.what}) | ${r.med.toFixed(0)} ms | ${r.speedup.toFixed(2)}${tgt} | ${db} | ${r.q.max} | ${r.n} |`);
+  console.log(`| ${r.name} | ${r.size}x${r.size} | ${r.engine} | ${r.precision} (${r.what}) | ${r.med.toFixed(0)} / ${r.medCpu.toFixed(0)} ms | ${r.speedup.toFixed(2)} / ${r.cpuSpeedup.toFixed(2)}${tgt} | ${db} | ${r.q.max} | ${r.n} |`);
 }
