@@ -220,6 +220,8 @@ unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usi
 
 /// Pair buffers of earlier convs, reused (a fresh one costs page faults and zeroing on every conv).
 static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+/// The largest pair buffer kept in [`SPARE`] (x4plus's 192-channel convs on 256 px tiles: 26 MB).
+const SPARE_MAX_BYTES: usize = 32 << 20;
 
 /// Converts `planes` (w x h each, `ic` of them) into `buf` in the padded pair layout:
 /// `[ph][icp/2][pw]` u32 plus a zero tail of `tail` pairs (every element is written).
@@ -374,8 +376,9 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
         },
     );
     if let Ok(mut s) = SPARE.lock() {
-        // A few buffers at most (convs run one at a time per net; several nets may overlap).
-        if s.len() < 4 {
+        // Two buffers of up to 32 MB at most are kept for the process (convs run one at a time per
+        // net; two nets may overlap); bigger ones are freed.
+        if s.len() < 2 && x.capacity() * 4 <= SPARE_MAX_BYTES {
             s.push(x);
         }
     }
