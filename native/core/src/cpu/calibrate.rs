@@ -82,25 +82,19 @@ pub fn log() -> Vec<Measured> {
 /// bf16 kernel, bf16 where it applies and was measured faster than the fp32 choice; with a pinned
 /// `policy` (not `Measure`) or the emulated kernel, bf16 wherever it applies, unmeasured.
 pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>) -> ConvAlgo {
-    let fp32 = choose_fp32(c, isa, policy);
+    // The fp32 choice first (without packing: only the chosen algorithm packs its weights).
+    let wino = winograd::applies(c)
+        && match policy {
+            ConvPolicy::Im2col => false,
+            ConvPolicy::Winograd => true,
+            ConvPolicy::Measure => measure(c.num_input, c.num_output, isa).winograd(),
+        };
     if let Some(k) = bf16k.filter(|_| bf16::applies(c)) {
         let pinned = policy != ConvPolicy::Measure || k == Bf16Kernel::Emulated;
-        if pinned || measure_bf16(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, &fp32).bf16() {
+        if pinned || measure_bf16(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, wino).bf16() {
             return ConvAlgo::Bf16(bf16::pack(c, k));
         }
     }
-    fp32
-}
-
-fn choose_fp32(c: &Conv, isa: Isa, policy: ConvPolicy) -> ConvAlgo {
-    if !winograd::applies(c) {
-        return ConvAlgo::Im2col;
-    }
-    let wino = match policy {
-        ConvPolicy::Im2col => false,
-        ConvPolicy::Winograd => true,
-        ConvPolicy::Measure => measure(c.num_input, c.num_output, isa).winograd(),
-    };
     if wino {
         ConvAlgo::Winograd(winograd::pack(c, isa))
     } else {
@@ -193,11 +187,10 @@ pub fn log_bf16() -> Vec<MeasuredBf16> {
     v
 }
 
-/// Time (or recall) bf16 against `fp32` (the layer's fp32 choice) for a shape; cached like
+/// Time (or recall) bf16 against the layer's fp32 choice (`wino`: Winograd, else im2col) for a shape; cached like
 /// [`measure`] (in memory and in the file, keyed by the kernel too).
-fn measure_bf16(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Bf16Kernel, fp32: &ConvAlgo) -> MeasuredBf16 {
+fn measure_bf16(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Bf16Kernel, wino: bool) -> MeasuredBf16 {
     let threads = rayon::current_num_threads();
-    let wino = matches!(fp32, ConvAlgo::Winograd(_));
     let key = (ic, oc, kh, kw, isa, kernel, threads, wino);
     if let Some(m) = cache_bf16().lock().ok().and_then(|m| m.get(&key).copied()) {
         return m;
