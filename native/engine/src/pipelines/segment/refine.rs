@@ -159,14 +159,15 @@ fn guided_filter_on(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize
             acc.fill(0.0);
             let (y0, y1) = (ly * s, ((ly + 1) * s).min(height));
             for y in y0..y1 {
-                for x in 0..width {
-                    let i = y * width + x;
-                    let g = guide.px(i);
-                    let lx = x / s;
-                    acc[4 * lx] += g[0];
-                    acc[4 * lx + 1] += g[1];
-                    acc[4 * lx + 2] += g[2];
-                    acc[4 * lx + 3] += fin(alpha[i]);
+                // Column blocks of s pixels (no division per pixel).
+                for (lx, a) in acc.chunks_exact_mut(4).enumerate() {
+                    for i in y * width + lx * s..y * width + ((lx + 1) * s).min(width) {
+                        let g = guide.px(i);
+                        a[0] += g[0];
+                        a[1] += g[1];
+                        a[2] += g[2];
+                        a[3] += fin(alpha[i]);
+                    }
                 }
             }
             for lx in 0..lw {
@@ -269,6 +270,7 @@ fn guided_filter_on(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize
     // in bands of rows over the threads.
     let mut out = vec![0f32; n];
     let xtaps: Vec<(usize, usize, f64)> = (0..width).map(|x| lerp_at(x, s, lw)).collect();
+    let xsure: Vec<usize> = (0..width).map(|x| x / s).collect();
     par_rows(&mut out, width, threads, |y0, band| {
         let mut col = vec![0f64; 4 * lw];
         for (j, orow) in band.chunks_mut(width).enumerate() {
@@ -281,8 +283,8 @@ fn guided_filter_on(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize
                 }
             }
             let srow = &sure[(y / s) * lw..(y / s + 1) * lw];
-            for (x, (o, &(xa, xb, wx))) in orow.iter_mut().zip(&xtaps).enumerate() {
-                match srow[x / s] {
+            for (x, ((o, &(xa, xb, wx)), &sx)) in orow.iter_mut().zip(&xtaps).zip(&xsure).enumerate() {
+                match srow[sx] {
                     1 => {
                         *o = 1.0;
                         continue;
