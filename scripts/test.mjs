@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `npm test`: every test of the project. The Rust workspace (the clippy gate, then `cargo test --release`, sharing the
-// release build of the addon), the real cooperative-matrix tests on Mesa 26's lavapipe where
+// `npm test`: every test of the project. The Rust workspace (the clippy gate, then `cargo test --release`, both
+// sharing the release build of the addon: below), the real cooperative-matrix tests on Mesa 26's lavapipe where
 // `scripts/mesa-coop.sh prepare` made its root, then the tap suites, then the Python client's pytest suite
 // (clients/python/run-tests.mjs, a `test result:` line). Prints the time of each tap suite file
 // (`# suite times: ...`, slowest first), then tap's totals as `# tap-pass N` / `# tap-fail N` lines (.ci/run
@@ -102,15 +102,19 @@ let failed = false
 if (only !== 'js') {
   // Gate: clippy on every crate and target, warnings are errors (clippy.toml: the workspace's MSRV). Counted as
   // one cargo-style test result line, which .ci/run adds up with cargo test's.
-  const t0 = Date.now()
-  const lint = await run('cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
-  console.log(`test result: ${lint.code === 0 ? 'ok. 1 passed; 0 failed' : 'FAILED. 0 passed; 1 failed'}; (cargo clippy --workspace --all-targets -D warnings, ${Math.round((Date.now() - t0) / 1000)} s)`)
-  if (lint.code !== 0) failed = true
-  // For the host's triple, named: `napi build` (npm ci's addon build) always passes `--target <triple>`, so its
-  // release build lives in target/<triple>/release; a plain `cargo test --release` built all 118 crates again
-  // into target/release (516 s against 197 s, scripts/mesa-coop.sh's test step the same way).
+  // Both with the release profile and the host's triple named: `napi build` (npm ci's addon build) always passes
+  // `--target <triple>`, so its release build lives in target/<triple>/release. A plain `cargo test --release`
+  // built all 118 crates again into target/release (516 s against 197 s, scripts/mesa-coop.sh's test step the
+  // same way), and clippy in the dev profile compiled 85 build scripts and proc macros again, at opt-level 3
+  // (Cargo.toml's dev.package."*"), where the release profile reuses the addon build's (376 against 83 CPU-s;
+  // the lints are the same: no code of the workspace depends on debug_assertions).
   const host = /^host: (\S+)$/m.exec(spawnSync('rustc', ['-vV'], { encoding: 'utf8' }).stdout ?? '')?.[1]
-  const r = await run('cargo', ['test', '--release', '--workspace', ...(host ? ['--target', host] : []), '--no-fail-fast'])
+  const release = ['--release', ...(host ? ['--target', host] : [])]
+  const t0 = Date.now()
+  const lint = await run('cargo', ['clippy', ...release, '--workspace', '--all-targets', '--', '-D', 'warnings'])
+  console.log(`test result: ${lint.code === 0 ? 'ok. 1 passed; 0 failed' : 'FAILED. 0 passed; 1 failed'}; (cargo clippy --release --workspace --all-targets -D warnings, ${Math.round((Date.now() - t0) / 1000)} s)`)
+  if (lint.code !== 0) failed = true
+  const r = await run('cargo', ['test', ...release, '--workspace', '--no-fail-fast'])
   if (r.code !== 0) failed = true
   // The real cooperative-matrix kernel on Mesa 26's lavapipe, where scripts/mesa-coop.sh prepared it
   // (.ci/run does; LUCENT_REQUIRE_MESA_COOP=1 makes a missing root a failure).
