@@ -5,13 +5,14 @@
 //!
 //! It also fingerprints the CPU convolution kernels (the sources below) into `LUCENT_CPU_KERNELS`, part of the
 //! key of the calibration file cache (src/cpu/calibrate.rs): a build with changed kernels measures again.
-const KERNEL_SOURCES: [&str; 11] = [
+const KERNEL_SOURCES: [&str; 12] = [
     "src/cpu/amx.rs",
     "src/cpu/bf16.rs",
     "src/cpu/bf16_job.rs",
     "src/cpu/calibrate.rs",
     "src/cpu/conv.rs",
     "src/cpu/epilogue.rs",
+    "src/cpu/int8.rs",
     "src/cpu/isa.rs",
     "src/cpu/simd.rs",
     "src/cpu/wgemm.rs",

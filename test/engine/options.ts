@@ -56,6 +56,6 @@ t.test('an option reaches the CPU backend: cpuIsa and threads come back in info;
   // cpuPrecision: what runs comes back in info (bf16 with its kernel, or fp32 and why); unknown: refused
   const bf16 = initIn({ modelDir, backend: 'cpu', threads: 1, cpuPrecision: 'bf16' })
   t.match(bf16.cpuPrecision, /^(bf16 \((amx-bf16|avx512bf16)\)|fp32 \(bf16 requested, no bf16 unit: .+\))/, bf16.cpuPrecision)
-  t.match(initIn({ modelDir, backend: 'cpu', threads: 1, cpuPrecision: 'int8' }).cpuPrecision, /^fp32 \(int8 requested/)
+  t.match(initIn({ modelDir, backend: 'cpu', threads: 1, cpuPrecision: 'int8' }).cpuPrecision, /^(int8 \((amx-int8|avx512vnni)\)|fp32 \(int8 requested, no int8 unit: .+\))/)
   t.match(initIn({ modelDir, backend: 'cpu', cpuPrecision: 'fp8' }), { error: 'invalid_argument' })
 })

@@ -9,7 +9,9 @@
 //!   micro-kernels over the [`simd`] vector types;
 //! - [`bf16`]: bf16 direct convolution (AMX tiles through [`amx`], AVX512-BF16, or emulated) for a
 //!   backend whose [`Precision`] is `Bf16`; [`CpuOptions::effective_bf16`] says what runs and why;
-//! - [`calibrate`]: Winograd or im2col per layer, and bf16 or not, by measured cost (cached per process);
+//! - [`int8`]: int8 direct convolution (AMX-INT8, AVX512-VNNI, or emulated) for `Precision::Int8`,
+//!   the same layout and epilogues as bf16;
+//! - [`calibrate`]: Winograd or im2col per layer, and bf16 / int8 or not, by measured cost (cached per process);
 //! - [`epilogue`]: bias, activation, fused PReLU/ReLU, residual sums, products, SiLU and gates on
 //!   each output row ([`vmath`]: the vectorisable exp / sigmoid / Mish they use);
 //! - [`fuse`]: which layers after a conv its epilogue absorbs;
@@ -30,6 +32,7 @@ mod amx;
 mod attention;
 pub mod bf16;
 mod bf16_job;
+pub mod int8;
 pub mod calibrate;
 mod conv;
 mod direct;
@@ -60,6 +63,7 @@ use epilogue::Residual;
 use fuse::{next_step, Follower, Fusion};
 pub use isa::Isa;
 pub use bf16::Bf16Kernel;
+pub use int8::Int8Kernel;
 pub use options::{CacheFile, ConvPolicy, CpuOptions, Precision};
 use std::sync::Arc;
 
@@ -74,6 +78,8 @@ pub struct CpuBackend {
     profile: bool,
     /// The bf16 kernel convs may use (None: fp32 only; [`CpuOptions::effective_bf16`]).
     bf16: Option<Bf16Kernel>,
+    /// The int8 kernel convs may use (None: no int8; [`CpuOptions::effective_int8`]).
+    int8: Option<Int8Kernel>,
     /// What the convs run and why ([`CpuBackend::precision`]).
     precision: String,
 }
@@ -105,6 +111,7 @@ impl CpuBackend {
         let (bf16, precision) = o.effective_bf16();
         CpuBackend {
             bf16,
+            int8: o.effective_int8(),
             precision,
             threads: n,
             pool: Arc::new(pool),
@@ -135,7 +142,7 @@ impl CpuBackend {
     }
 
     /// What the convolutions run: `fp32`, or `bf16 (<kernel>) where measured faster, else fp32`; when
-    /// a narrower precision was asked for and fp32 runs instead, why (no bf16 unit, no int8 path).
+    /// a narrower precision was asked for and fp32 runs instead, why (no bf16 / int8 unit).
     pub fn precision(&self) -> &str {
         &self.precision
     }
@@ -152,7 +159,7 @@ impl CpuBackend {
 
     /// Prepare without the trait object (for tests and benches).
     pub fn prepare_net(&self, net: Arc<Net>) -> Result<CpuNet> {
-        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, self.bf16, self.keep_transforms)?;
+        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, (self.bf16, self.int8), self.keep_transforms)?;
         n.profile = self.profile;
         Ok(n)
     }
@@ -291,7 +298,7 @@ pub struct CpuNet {
 }
 
 impl CpuNet {
-    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, bf16: Option<Bf16Kernel>, keep_transforms: bool) -> Result<Self> {
+    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, narrow: (Option<Bf16Kernel>, Option<Int8Kernel>), keep_transforms: bool) -> Result<Self> {
         let nl = net.layers.len();
         let nb = net.blob_names.len();
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nb];
@@ -315,7 +322,7 @@ impl CpuNet {
             match &l.op {
                 Op::Conv(c) => {
                     validate_conv(l, c)?;
-                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy, bf16)));
+                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy, narrow.0, narrow.1)));
                     if l.tops.len() == 1 {
                         let mut cur = l.tops[0];
                         while let Some(step) = next_step(&net, &readers, &producer, li, c.num_output, cur, fusion[li].followers.is_empty()) {
@@ -353,13 +360,17 @@ impl CpuNet {
         s.len()
     }
 
-    /// The precision of each conv layer, by layer name: `"bf16"` or `"fp32"`.
+    /// The precision of each conv layer, by layer name: `"bf16"`, `"int8"` or `"fp32"`.
     pub fn conv_precisions(&self) -> Vec<(String, &'static str)> {
         self.net
             .layers
             .iter()
             .zip(&self.algo)
-            .filter_map(|(l, a)| a.as_ref().map(|a| (l.name.clone(), if matches!(a, ConvAlgo::Bf16(_)) { "bf16" } else { "fp32" })))
+            .filter_map(|(l, a)| a.as_ref().map(|a| (l.name.clone(), match a {
+                ConvAlgo::Bf16(_) => "bf16",
+                ConvAlgo::Int8(_) => "int8",
+                _ => "fp32",
+            })))
             .collect()
     }
 

@@ -122,3 +122,41 @@ pub unsafe fn kernel(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     tilestore!("tmm2", c.add(16 * ldc), sc);
     tilestore!("tmm3", c.add(16 * ldc + 16), sc);
 }
+
+/// Why AMX-INT8 cannot run here, or None when it can (the amx_int8 flag, then the tile state
+/// permission of [`unavailable_reason`], which also wants amx_bf16: every AMX CPU so far has both).
+pub fn int8_unavailable_reason() -> Option<String> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if std::arch::x86_64::__cpuid_count(7, 0).edx & (1 << 25) == 0 {
+        return Some("this CPU lacks amx_int8".into());
+    }
+    unavailable_reason()
+}
+
+/// [`super::int8`]'s kernel contract: the i32 sums `w * v` (s8 x s8, TDPBSSD) of outputs
+/// `q .. q + 32` of channels `32 * ob2 ..` into `c` (row stride `ldc` i32); `_wsum` is unused (the
+/// VNNI kernel's compensation).
+///
+/// # Safety
+/// As [`kernel`] (`j` in the quad layout of [`super::int8`]), with AMX-INT8 supported.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn kernel_int8(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+    use std::arch::asm;
+    asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
+    let (sa, sb) = (64usize, j.kstride * 4);
+    for t in 0..j.kh * j.kw {
+        for kc in 0..j.nkc {
+            let b = j.b(t, kc, q);
+            tileload!("tmm4", j.a(t, ob2 * 2, kc), sa);
+            tileload!("tmm6", b, sb);
+            tileload!("tmm7", b.add(16), sb);
+            tileload!("tmm5", j.a(t, ob2 * 2 + 1, kc), sa);
+            asm!("tdpbssd tmm0, tmm4, tmm6", "tdpbssd tmm1, tmm4, tmm7", "tdpbssd tmm2, tmm5, tmm6", "tdpbssd tmm3, tmm5, tmm7", options(nostack, nomem));
+        }
+    }
+    let sc = ldc * 4;
+    tilestore!("tmm0", c, sc);
+    tilestore!("tmm1", c.add(16), sc);
+    tilestore!("tmm2", c.add(16 * ldc), sc);
+    tilestore!("tmm3", c.add(16 * ldc + 16), sc);
+}

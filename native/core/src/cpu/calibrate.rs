@@ -27,8 +27,12 @@
 //! ([`log_bf16`]; cached in memory and in the same file, keyed by the kernel and the fp32
 //! algorithm too). On the 2-core AMX Xeon: 64x64 channels 0.43 ms bf16 against 1.1-1.6 ms Winograd;
 //! with the AVX512-BF16 kernel there 7.45 ms against 1.30 ms, so that kernel stays unused there.
+//!
+//! int8 ([`super::Precision::Int8`] with an int8 kernel): the same, int8 against the fp32 choice
+//! ([`log_int8`]; file lines keyed by the int8 kernel).
 
 use super::bf16::{self, Bf16Kernel};
+use super::int8::{self, Int8Kernel};
 use super::conv::{conv_forward, ConvAlgo};
 use super::isa::Isa;
 use super::options::{CacheFile, ConvPolicy};
@@ -81,7 +85,7 @@ pub fn log() -> Vec<Measured> {
 /// The algorithm for `c` (called inside the backend's pool, so the timing sees its threads). With a
 /// bf16 kernel, bf16 where it applies and was measured faster than the fp32 choice; with a pinned
 /// `policy` (not `Measure`) or the emulated kernel, bf16 wherever it applies, unmeasured.
-pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>) -> ConvAlgo {
+pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>, int8k: Option<Int8Kernel>) -> ConvAlgo {
     // The fp32 choice first (without packing: only the chosen algorithm packs its weights).
     let wino = winograd::applies(c)
         && match policy {
@@ -93,6 +97,12 @@ pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>)
         let pinned = policy != ConvPolicy::Measure || k == Bf16Kernel::Emulated;
         if pinned || measure_bf16(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, wino).bf16() {
             return ConvAlgo::Bf16(bf16::pack(c, k));
+        }
+    }
+    if let Some(k) = int8k.filter(|_| int8::applies(c)) {
+        let pinned = policy != ConvPolicy::Measure || k == Int8Kernel::Emulated;
+        if pinned || measure_int8(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, wino).int8() {
+            return ConvAlgo::Int8(int8::pack(c, k));
         }
     }
     if wino {
@@ -213,6 +223,72 @@ fn measure_bf16(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Bf
         m
     });
     if let Ok(mut cache) = cache_bf16().lock() {
+        cache.insert(key, m);
+    }
+    m
+}
+
+/// One measured int8-vs-fp32 conv shape.
+#[derive(Clone, Copy, Debug)]
+pub struct MeasuredInt8 {
+    pub ic: usize,
+    pub oc: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub kernel: Int8Kernel,
+    pub threads: usize,
+    pub int8_ms: f64,
+    /// The fp32 algorithm this layer would run otherwise (Winograd or im2col, as chosen).
+    pub fp32_ms: f64,
+    pub cost_ms: f64,
+    pub cached: bool,
+}
+
+impl MeasuredInt8 {
+    pub fn int8(&self) -> bool {
+        self.int8_ms < self.fp32_ms
+    }
+}
+
+type KeyInt8 = (usize, usize, usize, usize, Isa, Int8Kernel, usize, bool);
+
+fn cache_int8() -> &'static Mutex<HashMap<KeyInt8, MeasuredInt8>> {
+    static C: OnceLock<Mutex<HashMap<KeyInt8, MeasuredInt8>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// Every int8-vs-fp32 measurement so far in this process.
+pub fn log_int8() -> Vec<MeasuredInt8> {
+    let mut v: Vec<MeasuredInt8> = cache_int8().lock().map(|m| m.values().copied().collect()).unwrap_or_default();
+    v.sort_by_key(|m| (m.ic, m.oc, m.kh, m.kw, m.kernel, m.threads));
+    v
+}
+
+/// [`measure_bf16`] for int8.
+fn measure_int8(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Int8Kernel, wino: bool) -> MeasuredInt8 {
+    let threads = rayon::current_num_threads();
+    let key = (ic, oc, kh, kw, isa, kernel, threads, wino);
+    if let Some(m) = cache_int8().lock().ok().and_then(|m| m.get(&key).copied()) {
+        return m;
+    }
+    let fkey = format!("{}|{}|{kh}x{kw}|{}", file_key(ic, oc, isa, threads), kernel.name(), if wino { "winograd" } else { "im2col" });
+    let file = cache_file();
+    let parsed = file.and_then(|f| file_lines(f).get(&fkey).cloned()).and_then(|l| {
+        let v: Vec<f64> = l.split('\t').filter_map(|x| x.parse().ok()).filter(|n: &f64| n.is_finite() && *n >= 0.0).collect();
+        (v.len() == 3).then(|| MeasuredInt8 { ic, oc, kh, kw, kernel, threads, int8_ms: v[0], fp32_ms: v[1], cost_ms: v[2], cached: true })
+    });
+    let m = parsed.unwrap_or_else(|| {
+        let t0 = Instant::now();
+        let (c, x) = synthetic(ic, oc, kh, kw);
+        let f = if wino { ConvAlgo::Winograd(winograd::pack(&c, isa)) } else { ConvAlgo::Im2col };
+        let best = time_algos(&c, &x, isa, &[ConvAlgo::Int8(int8::pack(&c, kernel)), f]);
+        let m = MeasuredInt8 { ic, oc, kh, kw, kernel, threads, int8_ms: best[0], fp32_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
+        if let Some(f) = file {
+            let _ = write_line(f, &fkey, &format!("{}\t{}\t{}", m.int8_ms, m.fp32_ms, m.cost_ms));
+        }
+        m
+    });
+    if let Ok(mut cache) = cache_int8().lock() {
         cache.insert(key, m);
     }
     m

@@ -11,7 +11,7 @@
 use super::epilogue::{Residual, RowOps};
 use super::isa::Isa;
 use super::ptr::SendPtr;
-use super::{bf16, direct, winograd, Val};
+use super::{bf16, direct, int8, winograd, Val};
 use crate::bail;
 use crate::error::{Code, Result};
 use crate::ncnn::model::Conv;
@@ -30,6 +30,8 @@ pub enum ConvAlgo {
     Winograd(winograd::Packed),
     /// bf16 direct convolution ([`bf16`]).
     Bf16(bf16::Packed),
+    /// int8 direct convolution ([`int8`]).
+    Int8(int8::Packed),
 }
 
 pub struct PackedDeconv {
@@ -107,6 +109,9 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
     let ops = RowOps { isa, bias: c.bias.as_deref(), act: c.activation, slope, residual, plane };
     if let ConvAlgo::Bf16(p) = algo {
         return Ok(bf16::forward(c, p, &planes, w, h, g, &ops));
+    }
+    if let ConvAlgo::Int8(p) = algo {
+        return Ok(int8::forward(c, p, &planes, w, h, g, &ops));
     }
     let mut out = Tensor::zeros(c.num_output, oh, ow);
     if c.group == c.num_input && c.group == c.num_output {

@@ -3,6 +3,7 @@
 //! the addon's init options), the bench CLI maps the same names at its `main`.
 
 use super::bf16::Bf16Kernel;
+use super::int8::Int8Kernel;
 use super::isa::Isa;
 pub use crate::options::CacheFile;
 
@@ -99,7 +100,10 @@ pub enum Precision {
     /// pinned [`ConvPolicy`] (not `Measure`: tests and comparisons) every conv bf16 applies to runs
     /// bf16, unmeasured. Convs reading fewer than 8 channels stay fp32.
     Bf16,
-    /// Not implemented yet: runs fp32 (`info()` says so).
+    /// s8 weights (per output channel) and u8 activations (per tensor, from each conv input's
+    /// range) with i32 sums ([`super::int8`]) for each conv where it is measured faster, like
+    /// `Bf16`; fp32 on a CPU without AVX512-VNNI or AMX-INT8 (`info()` says why). Convs reading
+    /// fewer than 8 channels stay fp32.
     Int8,
     /// The caller decided nothing: fp32 here (the engine maps `auto` to a precision per network).
     #[default]
@@ -129,13 +133,25 @@ impl Precision {
 }
 
 impl CpuOptions {
+    /// The int8 kernel the convs may use under these options (precision `Int8` and a CPU with
+    /// AMX-INT8 or AVX512-VNNI), or None; [`Self::effective_bf16`] gives the line saying so.
+    pub fn effective_int8(&self) -> Option<Int8Kernel> {
+        (self.precision == Precision::Int8).then(Int8Kernel::best).flatten()
+    }
+
     /// The bf16 kernel the convs may use under these options, or None (fp32), and a line saying
     /// what runs and, where fp32 runs instead of what was asked, why.
     pub fn effective_bf16(&self) -> (Option<Bf16Kernel>, String) {
         match self.precision {
             Precision::Fp32 => (None, "fp32".into()),
             Precision::Auto => (None, "fp32 (auto: no precision chosen by the caller)".into()),
-            Precision::Int8 => (None, "fp32 (int8 requested: no int8 path yet)".into()),
+            Precision::Int8 => match Int8Kernel::best() {
+                Some(k) => (None, format!("int8 ({}) where measured faster, else fp32", k.name())),
+                None => {
+                    let why: Vec<String> = [Int8Kernel::Amx, Int8Kernel::Vnni].iter().map(|k| format!("{}: {}", k.name(), k.unsupported_reason().unwrap_or_default())).collect();
+                    (None, format!("fp32 (int8 requested, no int8 unit: {})", why.join("; ")))
+                }
+            },
             Precision::Bf16 => {
                 let k = match self.bf16_kernel {
                     Some(cap) => Bf16Kernel::best_up_to(cap),

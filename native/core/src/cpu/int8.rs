@@ -1,0 +1,437 @@
+//! int8 direct convolution (the same convs as [`super::bf16`]: stride 1, no dilation, one group,
+//! kernels up to 5x5, at least 8 input channels): s8 weights, u8 activations, i32 sums, then the
+//! conv's fused fp32 epilogue.
+//!
+//! Quantisation: weights symmetric per output channel (`sw[o] = max|w| / 127`, values rounded to
+//! -127..127), packed once with their sums `wsum[o]`; activations per tensor, asymmetric, from the
+//! conv input's actual range measured in the conversion pass (`sa = (hi - lo) / 255`, the range
+//! covering the pad value; zero point `zp = round(-lo / sa)`, `q = clamp(round(x / sa) + zp, 0, 255)`).
+//! The buffer stores `v = q - 128` as s8, and every kernel computes the same integer
+//! `acc[o] = sum w_q * v` (exact, i32); the output is `sa * sw[o] * (acc - (zp - 128) * wsum[o])`,
+//! written into the conv's fp32 epilogue ([`RowOps`]).
+//!
+//! Layout: the input converted once into zero-padded channel quads, `[Hp][ic/4][Wp]` of u32 (byte
+//! `i` of a quad: channel `4k + i`; `ic` rounded up to 64, channels past `ic` 0). That is
+//! [`super::bf16`]'s pair layout with four bytes where it has two bf16 values, so the kernels read
+//! it through the same [`Job`] (its "pairs" are quads here, `nkc` counts 64-channel chunks): each
+//! tap is a shifted GEMM, the B tile of outputs `(y, x .. x + 16)` starting at padded row `y + dy`,
+//! column `x + dx`; weights are `[tap][oc/16][ic/64]` blocks of 16 outputs x 16 quads (1 KB).
+//!
+//! Kernels ([`Int8Kernel`]), one call = 32 output channels x 32 outputs of a row, as i32 into the
+//! output planes (converted in place to fp32 before the epilogue): AMX (`TDPBSSD`, s8 x s8: the
+//! activations sit in the B tile, whose TDPBUSD operand is the signed one, so the stored s8 `v` is
+//! used as is), AVX512-VNNI `vpdpbusd` (u8 x s8: each B row is flipped back to `q = v ^ 0x80` and
+//! the accumulators start at `-128 * wsum[o]`, giving the same `acc`), and a portable one with the
+//! identical integer arithmetic, so its results are bit-identical to the hardware kernels' (tests
+//! of the layout on any CPU).
+
+pub use super::bf16_job::Job;
+use super::epilogue::RowOps;
+use super::isa::Isa;
+use super::ptr::SendPtr;
+use crate::error::{Code, Result};
+use crate::ncnn::model::Conv;
+use crate::reference::{self, ConvGeometry};
+use crate::tensor::Tensor;
+use rayon::prelude::*;
+use std::fmt;
+use std::sync::Mutex;
+
+/// Which int8 kernel runs (lowest first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Int8Kernel {
+    /// Portable Rust, the same integer arithmetic (slow: tests, and only when pinned).
+    Emulated,
+    /// AVX512-VNNI `vpdpbusd` (Intel Cascade Lake and later, AMD Zen 4/5).
+    Vnni,
+    /// AMX-INT8 tiles (Intel Sapphire Rapids and later; the OS's permission, asked once).
+    Amx,
+}
+
+impl Int8Kernel {
+    pub const ALL: [Int8Kernel; 3] = [Int8Kernel::Emulated, Int8Kernel::Vnni, Int8Kernel::Amx];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Int8Kernel::Emulated => "int8-emulated",
+            Int8Kernel::Vnni => "avx512vnni",
+            Int8Kernel::Amx => "amx-int8",
+        }
+    }
+
+    /// Why the kernel cannot run here, or None when it can.
+    pub fn unsupported_reason(self) -> Option<String> {
+        match self {
+            Int8Kernel::Emulated => None,
+            #[cfg(target_arch = "x86_64")]
+            Int8Kernel::Vnni => {
+                (!(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"))).then(|| "this CPU lacks avx512_vnni".to_string())
+            }
+            #[cfg(target_arch = "x86_64")]
+            Int8Kernel::Amx => super::amx::int8_unavailable_reason(),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => Some("not an x86-64 build".into()),
+        }
+    }
+
+    pub fn supported(self) -> bool {
+        self.unsupported_reason().is_none()
+    }
+
+    /// The fastest hardware int8 kernel here, or None (then int8 requests run fp32).
+    pub fn best() -> Option<Int8Kernel> {
+        [Int8Kernel::Amx, Int8Kernel::Vnni].into_iter().find(|k| k.supported())
+    }
+}
+
+impl fmt::Display for Int8Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether [`forward`] runs `c` (the same convs as bf16: the image-input conv stays fp32).
+pub fn applies(c: &Conv) -> bool {
+    super::bf16::applies(c)
+}
+
+/// A layer's weights as s8 A tiles, their per-channel scales and sums.
+pub struct Packed {
+    w: Vec<u32>,
+    /// Sum of each output channel's quantised weights (`ocp` entries, 0 past `oc`).
+    wsum: Vec<i32>,
+    /// Per output channel weight scale.
+    sw: Vec<f32>,
+    oc: usize,
+    ocp: usize,
+    ic: usize,
+    icp: usize,
+    kh: usize,
+    kw: usize,
+    pub kernel: Int8Kernel,
+}
+
+/// Pack `c`'s weights for `kernel` (`c` must satisfy [`applies`]).
+pub fn pack(c: &Conv, kernel: Int8Kernel) -> Packed {
+    let (oc, ic, kh, kw) = (c.num_output, c.num_input, c.kernel_h, c.kernel_w);
+    let (ocp, icp) = (oc.div_ceil(32) * 32, ic.div_ceil(64) * 64);
+    let (nob, nkc, taps) = (ocp / 16, icp / 64, kh * kw);
+    let per = ic * taps;
+    let mut w = vec![0u32; taps * nob * nkc * 256];
+    let mut wsum = vec![0i32; ocp];
+    let mut sw = vec![1f32; oc];
+    for o in 0..oc {
+        let ws = &c.weight[o * per..(o + 1) * per];
+        let m = ws.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let s = if m > 0.0 && m.is_finite() { m / 127.0 } else { 1.0 };
+        sw[o] = s;
+        let qz = |v: f32| (v / s).round().clamp(-127.0, 127.0) as i8;
+        for t in 0..taps {
+            for i in 0..ic {
+                let q = qz(ws[i * taps + t]);
+                wsum[o] += q as i32;
+                let (ob, mm, kc, k, b) = (o / 16, o % 16, i / 64, (i % 64) / 4, i % 4);
+                w[((t * nob + ob) * nkc + kc) * 256 + mm * 16 + k] |= (q as u8 as u32) << (8 * b);
+            }
+        }
+    }
+    Packed { w, wsum, sw, oc, ocp, ic, icp, kh, kw, kernel }
+}
+
+/// Computes the i32 sums of outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them)
+/// into `c` (row stride `ldc`). Unsafe: `c` must hold 32 rows of `ldc >= 32` i32, B reads must
+/// stay in the buffer and the CPU must run the kernel's instructions.
+type KernelFn = unsafe fn(&Job, &[i32], usize, usize, *mut i32, usize);
+
+/// The portable kernel: `acc = sum w * v` in i32 (what TDPBSSD computes).
+unsafe fn kernel_emulated(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+    let mut acc = [[0i32; 32]; 32];
+    for t in 0..j.kh * j.kw {
+        for kc in 0..j.nkc {
+            let b = j.b(t, kc, q);
+            for half in 0..2 {
+                let a = j.a(t, ob2 * 2 + half, kc);
+                for k in 0..16 {
+                    let brow = std::slice::from_raw_parts(b.add(k * j.kstride), 32);
+                    for m in 0..16 {
+                        let aw = (*a.add(m * 16 + k)).to_le_bytes().map(|x| x as i8 as i32);
+                        let row = &mut acc[half * 16 + m];
+                        for (r, &bp) in row.iter_mut().zip(brow) {
+                            let bv = bp.to_le_bytes().map(|x| x as i8 as i32);
+                            *r = r.wrapping_add(aw[0] * bv[0] + aw[1] * bv[1] + aw[2] * bv[2] + aw[3] * bv[3]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (m, row) in acc.iter().enumerate() {
+        std::ptr::copy_nonoverlapping(row.as_ptr(), c.add(m * ldc), 32);
+    }
+}
+
+/// AVX512-VNNI: per 16 outputs x 16 pixels, 16 accumulators started at `-128 * wsum`; each B row
+/// (16 pixels x 4 channels, flipped to u8) one vector, each weight quad a 32-bit broadcast.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn kernel_vnni(j: &Job, wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+    use std::arch::x86_64::*;
+    let flip = _mm512_set1_epi32(0x8080_8080u32 as i32);
+    for half in 0..2 {
+        for pv in 0..2 {
+            let mut acc = [_mm512_setzero_si512(); 16];
+            for (m, am) in acc.iter_mut().enumerate() {
+                *am = _mm512_set1_epi32(wsum[ob2 * 32 + half * 16 + m].wrapping_mul(-128));
+            }
+            for t in 0..j.kh * j.kw {
+                for kc in 0..j.nkc {
+                    let a = j.a(t, ob2 * 2 + half, kc);
+                    let b = j.b(t, kc, q + pv * 16);
+                    for k in 0..16 {
+                        let bv = _mm512_xor_si512(_mm512_loadu_si512(b.add(k * j.kstride) as *const _), flip);
+                        for (m, am) in acc.iter_mut().enumerate() {
+                            *am = _mm512_dpbusd_epi32(*am, bv, _mm512_set1_epi32(*a.add(m * 16 + k) as i32));
+                        }
+                    }
+                }
+            }
+            for (m, am) in acc.iter().enumerate() {
+                _mm512_storeu_si512(c.add((half * 16 + m) * ldc + pv * 16) as *mut _, *am);
+            }
+        }
+    }
+}
+
+/// The activation quantisation of one conv input: `q = clamp(round(x * inv) + zp, 0, 255)`.
+#[derive(Clone, Copy, Debug)]
+struct Quant {
+    scale: f32,
+    inv: f32,
+    zp: f32,
+}
+
+impl Quant {
+    /// From the range `lo ..= hi` (which must cover every value quantised, the pad value included).
+    fn from_range(lo: f32, hi: f32) -> Quant {
+        let (lo, hi) = (lo.min(0.0), hi.max(0.0)); // zero stays exact (zero padding, ReLU outputs)
+        let s = (hi - lo) / 255.0;
+        let scale = if s > 0.0 && s.is_finite() { s } else { 1.0 };
+        Quant { scale, inv: 1.0 / scale, zp: (-lo / scale).round().clamp(0.0, 255.0) }
+    }
+
+    /// The stored byte `q - 128` of `x`.
+    #[inline(always)]
+    fn byte(self, x: f32) -> u32 {
+        let q = ((x * self.inv).round_ties_even() + self.zp).clamp(0.0, 255.0) as i32;
+        (q - 128) as u8 as u32
+    }
+}
+
+/// Min and max of `p` (NaN ignored), 16 lanes at a time.
+#[inline(always)]
+fn range_of(p: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi) = ([f32::INFINITY; 16], [f32::NEG_INFINITY; 16]);
+    let mut it = p.chunks_exact(16);
+    for ch in &mut it {
+        for i in 0..16 {
+            lo[i] = if ch[i] < lo[i] { ch[i] } else { lo[i] };
+            hi[i] = if ch[i] > hi[i] { ch[i] } else { hi[i] };
+        }
+    }
+    let r = it.remainder().iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    (lo.iter().fold(r.0, |a, &v| a.min(v)), hi.iter().fold(r.1, |a, &v| a.max(v)))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn range_avx512(p: &[f32]) -> (f32, f32) {
+    range_of(p)
+}
+
+/// `d[i]` = the quad of `planes[0..4][i]` (absent channels 0).
+#[inline(always)]
+fn pack_row(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
+    for (i, d) in d.iter_mut().enumerate() {
+        let mut v = 0u32;
+        for (b, r) in rows.iter().enumerate() {
+            if let Some(r) = r {
+                v |= qt.byte(r[i]) << (8 * b);
+            }
+        }
+        *d = v;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
+    pack_row(d, rows, qt)
+}
+
+/// Quad buffers of earlier convs, reused (two kept, up to 32 MB each, as bf16's).
+static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+const SPARE_MAX_BYTES: usize = 32 << 20;
+
+/// Measures the input's range and converts `planes` into `buf` in the padded quad layout
+/// (`[ph][icp/4][pw]` plus a zero tail of `tail` quads).
+#[allow(clippy::too_many_arguments)]
+fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Quant {
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::arch::is_x86_feature_detected!("avx512f");
+    let (lo, hi) = planes
+        .par_iter()
+        .map(|p| {
+            let p = &p[..w * h];
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: `wide` is set only when the CPU has AVX-512F.
+                return unsafe { range_avx512(p) };
+            }
+            range_of(p)
+        })
+        .reduce(|| (f32::INFINITY, f32::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+    let padded = pt > 0 || pl > 0 || ph > h + pt || pw > w + pl;
+    let (lo, hi) = if padded { (lo.min(pv), hi.max(pv)) } else { (lo, hi) };
+    let qt = Quant::from_range(lo, hi);
+    let nq = icp / 4;
+    let n = ph * nq * pw;
+    buf.clear();
+    buf.resize(n, 0);
+    buf.extend(std::iter::repeat_n(0, tail));
+    let x0 = pl.min(pw);
+    let nx = w.min(pw - x0);
+    buf[..n].par_chunks_mut(nq * pw).enumerate().for_each(|(yy, rows)| {
+        let iy = yy as isize - pt as isize;
+        for (kp, row) in rows.chunks_exact_mut(pw).enumerate() {
+            let chans = [0, 1, 2, 3].map(|b| planes.get(4 * kp + b));
+            if chans[0].is_none() {
+                row.fill(0);
+                continue;
+            }
+            let pb = qt.byte(pv);
+            let pad = chans.iter().enumerate().fold(0u32, |a, (b, c)| if c.is_some() { a | pb << (8 * b) } else { a });
+            if iy < 0 || iy >= h as isize {
+                row.fill(pad);
+                continue;
+            }
+            let iy = iy as usize;
+            row[..x0].fill(pad);
+            row[x0 + nx..].fill(pad);
+            let src = chans.map(|c| c.map(|p| &p[iy * w..iy * w + nx]));
+            let seg = &mut row[x0..x0 + nx];
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: as above.
+                unsafe { pack_row_avx512(seg, &src, qt) };
+                continue;
+            }
+            pack_row(seg, &src, qt);
+        }
+    });
+    qt
+}
+
+/// Floats of output per work item (512 KB: in L2 for the epilogue).
+const OUT_BUDGET: usize = 128 << 10;
+
+/// The int8 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w tensor.
+pub(super) fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, ops: &RowOps) -> Tensor {
+    let mut out = Tensor::zeros(p.oc, g.out_h, g.out_w);
+    forward_into(c, p, planes, w, h, g, SendPtr(out.data.as_mut_ptr()), ops);
+    out
+}
+
+/// One conv `c` (bias and activation fused) on `x` with `kernel`, outside a network: for tests
+/// and probes of the kernels (`c` must satisfy [`applies`], `kernel` run here).
+pub fn conv_once(c: &Conv, kernel: Int8Kernel, x: &Tensor) -> Result<Tensor> {
+    if !applies(c) || x.dims != 3 || x.c != c.num_input {
+        crate::bail!(Code::InvalidArgument, "int8 conv_once: conv not covered by int8 or input {} does not match", x.shape_string());
+    }
+    if let Some(why) = kernel.unsupported_reason() {
+        crate::bail!(Code::InvalidArgument, "{}: {why}", kernel.name());
+    }
+    let g = reference::conv_geometry(c, x.w, x.h)?;
+    let planes: Vec<&[f32]> = (0..x.c).map(|i| x.channel(i)).collect();
+    let ops = RowOps { isa: Isa::best(), bias: c.bias.as_deref(), act: c.activation, slope: None, residual: &[], plane: g.out_h * g.out_w };
+    let p = pack(c, kernel);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().map_err(|e| crate::error::Error::new(Code::Internal, e.to_string()))?;
+    Ok(pool.install(|| forward(c, &p, &planes, x.w, x.h, g, &ops)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
+    let (oh, ow) = (g.out_h, g.out_w);
+    let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
+    let rstride = p.icp / 4 * pw;
+    let tail = 64 + 2 * pw + p.kw;
+    debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
+    let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
+    let qt = convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
+    // Dequantisation: out = (acc - comp[o]) * mul[o].
+    let zq = qt.zp as i32 - 128;
+    let comp: Vec<i32> = p.wsum[..p.oc].iter().map(|&s| s.wrapping_mul(zq)).collect();
+    let mul: Vec<f32> = p.sw.iter().map(|&s| s * qt.scale).collect();
+    let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: &p.w };
+    let kernel: KernelFn = match p.kernel {
+        #[cfg(target_arch = "x86_64")]
+        Int8Kernel::Amx => super::amx::kernel_int8,
+        #[cfg(target_arch = "x86_64")]
+        Int8Kernel::Vnni => kernel_vnni,
+        _ => kernel_emulated,
+    };
+    let threads = rayon::current_num_threads().max(1);
+    let by_budget = (OUT_BUDGET / (p.ocp * ow)).max(1);
+    let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
+    let nitems = oh.div_ceil(rows);
+    let plane_out = oh * ow;
+    let amx = p.kernel == Int8Kernel::Amx;
+    let xblocks: Vec<usize> = if ow >= 32 { (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)).collect() } else { vec![0] };
+    let full = p.oc / 32;
+    let wsum = &p.wsum;
+    (0..nitems).into_par_iter().for_each_init(
+        || vec![0i32; 32 * 32],
+        |scratch, it| {
+            #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
+            let dst = dst;
+            let out = dst.0 as *mut i32;
+            let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
+            let _tiles = amx.then(super::amx::Tiles::config);
+            for y in y0..y1 {
+                for &xb in &xblocks {
+                    let q = y * rstride + xb;
+                    let width = 32.min(ow - xb);
+                    for ob2 in 0..p.ocp / 32 {
+                        // SAFETY: as in bf16::forward_into: full blocks inside the output are
+                        // stored there (i32 in the f32 slots, converted below), others through the
+                        // scratch; B reads stay inside the quad buffer (its tail); the kernel was
+                        // chosen by what this CPU runs; work items own their rows.
+                        unsafe {
+                            if ob2 < full && width == 32 {
+                                kernel(&job, wsum, q, ob2, out.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
+                            } else {
+                                kernel(&job, wsum, q, ob2, scratch.as_mut_ptr(), 32);
+                                for o in ob2 * 32..p.oc.min(ob2 * 32 + 32) {
+                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), out.add(o * plane_out + y * ow + xb), width);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for o in 0..p.oc {
+                // SAFETY: work items write disjoint row ranges of each output plane.
+                let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
+                let (cp, m) = (comp[o], mul[o]);
+                for v in orow.iter_mut() {
+                    *v = ((v.to_bits() as i32).wrapping_sub(cp)) as f32 * m;
+                }
+                ops.apply(o, y0 * ow, orow);
+            }
+        },
+    );
+    if let Ok(mut s) = SPARE.lock() {
+        if s.len() < 2 && x.capacity() * 4 <= SPARE_MAX_BYTES {
+            s.push(x);
+        }
+    }
+}
