@@ -262,10 +262,35 @@ fn pack_row(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
     }
 }
 
+/// [`pack_row`] with AVX-512F: 16 pixels of the four channels at a time (`vcvtps2dq` rounds to
+/// nearest even as `round_ties_even` does, the saturating narrow to s8 is the clamp, so the bytes
+/// are the scalar loop's), interleaved into quads; the tail by the scalar loop.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
-    pack_row(d, rows, qt)
+    use std::arch::x86_64::*;
+    let n = d.len();
+    let inv = _mm512_set1_ps(qt.inv);
+    let zp = _mm512_set1_epi32(qt.zp as i32 - 128);
+    let lane = |r: Option<&[f32]>, i: usize| -> __m128i {
+        match r {
+            Some(r) => _mm512_cvtsepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r.as_ptr().add(i)), inv)), zp)),
+            None => _mm_setzero_si128(),
+        }
+    };
+    let mut i = 0;
+    while i + 16 <= n {
+        let (a, b, c, e) = (lane(rows[0], i), lane(rows[1], i), lane(rows[2], i), lane(rows[3], i));
+        let (ab0, ab1, ce0, ce1) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(c, e), _mm_unpackhi_epi8(c, e));
+        let p = d.as_mut_ptr().add(i) as *mut __m128i;
+        _mm_storeu_si128(p, _mm_unpacklo_epi16(ab0, ce0));
+        _mm_storeu_si128(p.add(1), _mm_unpackhi_epi16(ab0, ce0));
+        _mm_storeu_si128(p.add(2), _mm_unpacklo_epi16(ab1, ce1));
+        _mm_storeu_si128(p.add(3), _mm_unpackhi_epi16(ab1, ce1));
+        i += 16;
+    }
+    let tail = rows.map(|r| r.map(|r| &r[i..]));
+    pack_row(&mut d[i..], &tail, qt)
 }
 
 /// Quad buffers of earlier convs, reused (two kept, up to 32 MB each, as bf16's).
