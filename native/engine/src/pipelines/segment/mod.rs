@@ -24,12 +24,12 @@
 //! (docs/models.md), with f32 it stays within 1e-3 of the CPU backend's (docs/segmentation.md).
 pub mod refine;
 
-use crate::raster::{Raster, RasterRef};
+use crate::raster::{Raster, RasterRef, SamplesRef};
 use crate::resample::resize;
 use crate::runtime::Runtime;
 use lucent_core::backend::Storage;
 use lucent_core::{Cancel, Code, Error, Result, Tensor};
-use refine::{guided_filter, Guide, GuidedParams, MAP_SIDE};
+use refine::{guided_filter_threads, Guide, GuidedParams, MAP_SIDE};
 
 /// The segmentation models: name -> network file below the model dir.
 pub const MODELS: [(&str, &str); 2] = [("u2netp", "seg/u2netp.onnx"), ("u2net", "seg/u2net.onnx")];
@@ -54,11 +54,23 @@ pub struct Segmented {
     pub alpha: Vec<f32>,
     /// w x h x 4: the photo's RGB (8-bit) with alpha = round(255 * alpha).
     pub rgba: Raster,
+    /// w x h: the mask as 8 bits, round(255 * alpha) (the RGBA image's alpha).
+    pub mask: Vec<u8>,
 }
 
 /// The photo as interleaved 8-bit RGB (alpha dropped, grey replicated, 16-bit rounded).
 pub fn rgb8(src: RasterRef<'_>) -> Vec<u8> {
-    let mut v = Vec::with_capacity(src.width * src.height * 3);
+    let n = src.width * src.height;
+    if let SamplesRef::U8(v) = src.samples {
+        // 8 bits in: the samples as they are (what the per-pixel path below gives, bit for bit).
+        let v = &v[..n * src.channels];
+        match src.channels {
+            3 => return v.to_vec(),
+            1 | 2 => return v.chunks_exact(src.channels).flat_map(|p| [p[0]; 3]).collect(),
+            c => return v.chunks_exact(c).flat_map(|p| [p[0], p[1], p[2]]).collect(),
+        }
+    }
+    let mut v = Vec::with_capacity(n * 3);
     for y in 0..src.height {
         for x in 0..src.width {
             for c in src.rgb(x, y) {
@@ -173,19 +185,79 @@ pub fn alpha_mask_progress(rt: &Runtime, model: &str, src: RasterRef<'_>, cancel
     min_max(&mut map);
     cancel.check()?;
     let coarse = upsample_bilinear(&map, MAP_SIDE, MAP_SIDE, w, h);
-    let alpha = guided_filter(Guide::Rgb8(&rgb), &coarse, w, h, GuidedParams::for_mask(w, h))?;
+    let threads = runtime_threads(rt);
+    let alpha = guided_filter_threads(Guide::Rgb8(&rgb), &coarse, w, h, GuidedParams::for_mask(w, h), threads)?;
     drop(coarse);
     progress(PROGRESS_REFINED);
     cancel.check()?;
-    let mut rgba = Vec::with_capacity(w * h * 4);
-    for (p, a) in rgb.chunks_exact(3).zip(&alpha) {
-        rgba.extend_from_slice(p);
-        rgba.push(to_u8(*a));
+    let (rgba, mask) = rgba_and_mask(&rgb, &alpha, w, if w * h >= PAR_MIN_PIXELS { threads } else { 1 });
+    Ok(Segmented { alpha, rgba: Raster::from_u8(w, h, 4, rgba)?, mask })
+}
+
+/// The threads the runtime computes on: the CPU backend's workers, all cores for the GPU's (its
+/// host side). The guided filter, the RGBA pass and the two encodes use as many.
+pub fn runtime_threads(rt: &Runtime) -> usize {
+    rt.info().threads.unwrap_or_else(|| std::thread::available_parallelism().map(|t| t.get()).unwrap_or(1)).max(1)
+}
+
+/// Below this many pixels the RGBA pass runs on the calling thread only.
+const PAR_MIN_PIXELS: usize = 1 << 18;
+
+/// The RGBA image (`rgb` with alpha = round(255 * alpha)) and the 8-bit mask, in one pass over
+/// bands of rows on `threads` threads (`w` pixels a row; the result does not depend on `threads`).
+pub fn rgba_and_mask(rgb: &[u8], alpha: &[f32], w: usize, threads: usize) -> (Vec<u8>, Vec<u8>) {
+    let n = alpha.len();
+    let (mut rgba, mut mask) = (vec![0u8; n * 4], vec![0u8; n]);
+    let fill = |rgb: &[u8], alpha: &[f32], rgba: &mut [u8], mask: &mut [u8]| {
+        for (((p, a), o), m) in rgb.chunks_exact(3).zip(alpha).zip(rgba.chunks_exact_mut(4)).zip(mask.iter_mut()) {
+            let a = to_u8(*a);
+            o.copy_from_slice(&[p[0], p[1], p[2], a]);
+            *m = a;
+        }
+    };
+    let rows = n / w.max(1);
+    let band = rows.div_ceil(threads.max(1)).max(1) * w.max(1);
+    if threads <= 1 || n <= band {
+        fill(rgb, alpha, &mut rgba, &mut mask);
+    } else {
+        std::thread::scope(|sc| {
+            let parts = rgb.chunks(band * 3).zip(alpha.chunks(band)).zip(rgba.chunks_mut(band * 4)).zip(mask.chunks_mut(band));
+            for (((c, a), o), m) in parts {
+                let fill = &fill;
+                sc.spawn(move || fill(c, a, o, m));
+            }
+        });
     }
-    Ok(Segmented { alpha, rgba: Raster::from_u8(w, h, 4, rgba)? })
+    (rgba, mask)
 }
 
 /// An alpha value as 8 bits: round(255 * a), clamped.
 pub fn to_u8(a: f32) -> u8 {
     (a * 255.0).round().clamp(0.0, 255.0) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 8-bit fast paths of [`rgb8`] give the per-pixel path's bytes (every sample value, 1-4
+    /// channels); the threaded RGBA pass gives the one-thread bytes.
+    #[test]
+    fn fast_paths_match_the_per_pixel_path() {
+        let (w, h) = (37, 29);
+        let data: Vec<u8> = (0..w * h * 4).map(|i| ((i * 7919 + i / 3) % 256) as u8).collect();
+        for c in 1..=4 {
+            let src = RasterRef::new_u8(w, h, c, &data[..w * h * c]).unwrap();
+            let slow: Vec<u8> = (0..h).flat_map(|y| (0..w).map(move |x| (x, y))).flat_map(|(x, y)| src.rgb(x, y)).map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
+            assert_eq!(rgb8(src), slow, "{c} channels");
+        }
+        let rgb = rgb8(RasterRef::new_u8(w, h, 3, &data[..w * h * 3]).unwrap());
+        let alpha: Vec<f32> = (0..w * h).map(|i| (i % 300) as f32 / 280.0 - 0.03).collect();
+        let one = rgba_and_mask(&rgb, &alpha, w, 1);
+        for t in [2, 3, 8, 64] {
+            assert_eq!(rgba_and_mask(&rgb, &alpha, w, t), one, "{t} threads");
+        }
+        assert!(one.1.iter().zip(&alpha).all(|(m, a)| *m == to_u8(*a)));
+        assert!(one.0.chunks_exact(4).zip(rgb.chunks_exact(3)).zip(&one.1).all(|((o, p), m)| o[..3] == *p && o[3] == *m));
+    }
 }

@@ -86,12 +86,13 @@ static U8_UNIT: [f64; 256] = {
 };
 
 /// Full-size passes run on this many threads (bands of rows) when the photo has at least
-/// [`PAR_MIN_PIXELS`]: the machine's cores, at most 8.
-fn threads_for(n: usize) -> usize {
+/// [`PAR_MIN_PIXELS`]: `threads` (the pipeline passes the runtime's; [`guided_filter`] the
+/// machine's cores), at most 8.
+fn threads_for(n: usize, threads: usize) -> usize {
     if n < PAR_MIN_PIXELS {
         return 1;
     }
-    std::thread::available_parallelism().map(|t| t.get()).unwrap_or(1).min(8)
+    threads.clamp(1, 8)
 }
 
 /// Below this many pixels the filter runs on the calling thread only.
@@ -127,7 +128,15 @@ fn fin(v: f32) -> f64 {
 /// as given: the caller's upsampled coarse mask) guided by `guide`.
 pub fn guided_filter(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize, p: GuidedParams) -> Result<Vec<f32>> {
     let n = width.checked_mul(height).filter(|&n| n > 0).ok_or_else(|| bad(format!("bad size {width}x{height}")))?;
-    guided_filter_on(guide, alpha, width, height, p, threads_for(n))
+    let cores = std::thread::available_parallelism().map(|t| t.get()).unwrap_or(1);
+    guided_filter_on(guide, alpha, width, height, p, threads_for(n, cores))
+}
+
+/// [`guided_filter`] on at most `threads` threads (the runtime's: the pipeline does not use more
+/// cores than the CPU backend was given). The result does not depend on `threads`.
+pub fn guided_filter_threads(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize, p: GuidedParams, threads: usize) -> Result<Vec<f32>> {
+    let n = width.checked_mul(height).filter(|&n| n > 0).ok_or_else(|| bad(format!("bad size {width}x{height}")))?;
+    guided_filter_on(guide, alpha, width, height, p, threads_for(n, threads))
 }
 
 /// [`guided_filter`] with its full-size passes on `threads` threads (the result does not depend on it).
