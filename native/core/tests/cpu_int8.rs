@@ -59,7 +59,7 @@ fn random_case(r: &mut Rng, grid: bool) -> Case {
     let k = [3, 3, 1, 5][r.below(4)];
     let cin = if k == 5 { r.range(8, 40) } else { [r.range(8, 17), r.range(8, 70), r.range(60, 130)][r.below(3)] };
     let cout = [r.range(1, 9), r.range(10, 40), r.range(31, 70)][r.below(3)];
-    let (w, h) = (r.range(k, k + 60), r.range(k, k + 12));
+    let (w, h) = (r.range(k + 1, k + 60), r.range(k, k + 12));
     let pad_value = if r.below(4) == 0 { 0.25 } else { 0.0 };
     let act = r.below(6);
     let bias = r.below(4) != 0;

@@ -245,7 +245,17 @@ fn range_of(p: &[f32]) -> (f32, f32) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn range_avx512(p: &[f32]) -> (f32, f32) {
-    range_of(p)
+    use std::arch::x86_64::*;
+    let (mut lo, mut hi) = (_mm512_set1_ps(f32::INFINITY), _mm512_set1_ps(f32::NEG_INFINITY));
+    let mut it = p.chunks_exact(16);
+    for ch in &mut it {
+        let v = _mm512_loadu_ps(ch.as_ptr());
+        // min/max(v, acc): a NaN in v leaves acc as it was
+        lo = _mm512_min_ps(v, lo);
+        hi = _mm512_max_ps(v, hi);
+    }
+    let r = range_of(it.remainder());
+    (_mm512_reduce_min_ps(lo).min(r.0), _mm512_reduce_max_ps(hi).max(r.1))
 }
 
 /// `d[i]` = the quad of `planes[0..4][i]` (absent channels 0).
