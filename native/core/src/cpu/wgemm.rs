@@ -15,7 +15,10 @@
 //! NV vectors of tiles loaded from V), one FMA per (row, vector) per step of the inner dimension.
 //! - AVX2: MR 6, NV 2 (6 x 16, 12 accumulators of 16 registers; 4 x 24 measured slower), and
 //!   4 x 16 for row counts that 6 does not divide but 4 does, up to 32 (no padded rows);
-//! - AVX-512F: MR 8, NV 2 (8 x 32, 16 accumulators of 32 registers);
+//! - AVX-512F: MR 8, NV 3 (8 x 48, 24 accumulators of 32 registers; a remainder of 4 vectors runs
+//!   as 2 + 2). Against NV 2 on the 2-core Xeon (one thread, u2netp's 16..128 -> 16/64 shapes):
+//!   1.08-1.10x at 40 tiles (48 padded: 3 vectors, where NV 2 left a 1-vector tail), equal at 16,
+//!   20 and 64;
 //! - portable: MR 4, NV 3 over 4-lane arrays.
 //!
 //! Rows are padded to a multiple of MR (zero rows in the packed U; their results are ignored) and
@@ -66,7 +69,7 @@ impl Layout {
     /// The path's main panel shape.
     pub fn of(path: Path) -> Layout {
         match path {
-            Path::Avx512 | Path::Portable16 => Layout { mr: 8, lanes: 16, nv: 2 },
+            Path::Avx512 | Path::Portable16 => Layout { mr: 8, lanes: 16, nv: 3 },
             Path::Avx2 => Layout { mr: 6, lanes: 8, nv: 2 },
             Path::Scalar => Layout { mr: 4, lanes: 4, nv: 3 },
         }
@@ -154,7 +157,7 @@ pub unsafe fn run(path: Path, p: &Batch) {
         Path::Avx2 if Layout::for_rows(path, p.rows).mr == 4 => run_avx2_mr4(p),
         #[cfg(target_arch = "x86_64")]
         Path::Avx2 => run_avx2(p),
-        Path::Portable16 => batch::<Lanes<16>, 8, 2>(p),
+        Path::Portable16 => batch::<Lanes<16>, 8, 3>(p),
         _ => batch::<Lanes<4>, 4, 3>(p),
     }
 }
@@ -174,7 +177,7 @@ unsafe fn run_avx2(p: &Batch) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn run_avx512(p: &Batch) {
-    batch::<super::simd::Avx512, 8, 2>(p)
+    batch::<super::simd::Avx512, 8, 3>(p)
 }
 
 #[inline(always)]
@@ -188,7 +191,8 @@ unsafe fn batch<S: Simd, const MR: usize, const NV: usize>(p: &Batch) {
         let mut n0 = 0;
         while n0 < p.tp {
             let left = (p.tp - n0) / S::LANES;
-            let step = if left >= NV {
+            // NV vectors at a time, but a remainder of NV + 1 as two pairs rather than NV and a single one.
+            let step = if left >= NV && (NV <= 2 || left != NV + 1) {
                 panel::<S, MR, NV>(p, a, pos, c, n0);
                 w
             } else if left >= 2 {
