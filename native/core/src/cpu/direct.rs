@@ -3,7 +3,8 @@
 //! for only `C_out` multiply-adds per copied float, and the copy costs as much as the product.
 //!
 //! Also 3x3 and larger convs with at most [`NARROW`] outputs (U²-Net's 64 -> 1 side outputs), one
-//! output per block (`OB` 1, `NX` 4; 2 portable): im2col's product there is a single row.
+//! output per block (`OB` 1, `NX` 4; 2 portable): im2col's product there is a single row; and 3x3
+//! and larger convs over at most 4 inputs (a first conv on RGB), where im2col's inner dimension is short.
 //!
 //! Output rows are cut into blocks spread over the rayon pool; a block's input rows are padded into
 //! a per-thread buffer of at most [`PAD_BUDGET`] floats (pad value around, zeros past the right
@@ -26,7 +27,13 @@ use rayon::prelude::*;
 /// Whether [`forward`] runs `c`.
 pub fn fits(c: &Conv) -> bool {
     let plain = c.group == 1 && c.stride_w == 1 && c.stride_h == 1 && c.dilation_w == 1 && c.dilation_h == 1;
-    plain && ((c.kernel_w >= 7 && c.kernel_h >= 7) || (narrow(c) && c.kernel_w * c.kernel_h >= 9))
+    plain && ((c.kernel_w >= 7 && c.kernel_h >= 7) || ((narrow(c) || shallow(c)) && c.kernel_w * c.kernel_h >= 9))
+}
+
+/// Few inputs (a network's first conv on RGB): im2col's inner dimension would be only `k² · C`
+/// (27 for 3x3 over 3 channels), too short for the GEMM to pay for the copy.
+fn shallow(c: &Conv) -> bool {
+    c.num_input <= 4
 }
 
 /// Few outputs (U²-Net's 64 -> 1 side outputs): one output per block, so no FMA is spent on
@@ -250,8 +257,8 @@ mod tests {
     /// max |direct - ref| / max(1, max |ref|) <= 1e-5 (sums of up to 17·17·16 products in [-1, 1)).
     #[test]
     fn direct_matches_the_reference_conv() {
-        // The last three: narrow (one output per block) 3x3 and 5x5, as U²-Net's 64 -> 1 side outputs.
-        let cases = [(16, 16, 17, 8, 0.0, 37, 29), (3, 5, 7, 3, 0.0, 9, 50), (9, 13, 9, 0, 0.0, 40, 17), (2, 9, 7, 2, 0.5, 21, 33), (64, 1, 3, 1, 0.0, 83, 21), (7, 2, 3, 1, 0.5, 5, 9), (5, 1, 5, 0, 0.0, 70, 11)];
+        // Then: narrow (one output per block) 3x3 and 5x5, as U²-Net's 64 -> 1 side outputs; a shallow 3 -> 64 3x3.
+        let cases = [(16, 16, 17, 8, 0.0, 37, 29), (3, 5, 7, 3, 0.0, 9, 50), (9, 13, 9, 0, 0.0, 40, 17), (2, 9, 7, 2, 0.5, 21, 33), (64, 1, 3, 1, 0.0, 83, 21), (7, 2, 3, 1, 0.5, 5, 9), (5, 1, 5, 0, 0.0, 70, 11), (3, 64, 3, 1, 0.0, 50, 7)];
         for isa in Isa::ALL.into_iter().filter(|i| i.supported()) {
             for (n, &(ci, co, k, pad, pv, w, h)) in cases.iter().enumerate() {
                 let c = conv(ci, co, k, pad, pv, n as u32 + 1);
