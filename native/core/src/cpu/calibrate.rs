@@ -106,7 +106,9 @@ pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>,
         }
     }
     if wino {
-        ConvAlgo::Winograd(winograd::pack(c, isa))
+        let p = winograd::pack(c, isa);
+        // Pinned: Winograd on every map; measured: im2col where the map is too narrow (winograd::fills).
+        ConvAlgo::Winograd(if policy == ConvPolicy::Winograd { p.pinned() } else { p })
     } else {
         ConvAlgo::Im2col
     }

@@ -34,6 +34,16 @@ pub enum ConvAlgo {
     Int8(int8::Packed),
 }
 
+impl ConvAlgo {
+    /// `self`, or im2col for a Winograd layer whose map is too narrow for it ([`winograd::fills`]).
+    fn filter_winograd(&self, out_w: usize) -> &ConvAlgo {
+        match self {
+            ConvAlgo::Winograd(p) if !winograd::fills(p, out_w) => &ConvAlgo::Im2col,
+            a => a,
+        }
+    }
+}
+
 pub struct PackedDeconv {
     /// (num_output * kh * kw) x (num_input / group) per group, row-major.
     wt: Vec<f32>,
@@ -122,7 +132,7 @@ pub fn conv_forward(c: &Conv, algo: &ConvAlgo, isa: Isa, x: &Val, slope: Option<
         direct::forward(c, &planes, w, h, g, &mut out, &ops);
         return Ok(out);
     }
-    if let ConvAlgo::Winograd(p) = algo {
+    if let ConvAlgo::Winograd(p) = algo.filter_winograd(ow) {
         let key = winograd::InputKey::new(c, p, w, h, g);
         let parts = x.parts();
         let sources: Vec<winograd::Source> = if kept.len() == parts.len() && kept.iter().any(|k| k.is_some_and(|t| t.key() == key)) {

@@ -45,6 +45,15 @@ pub struct Packed {
     /// `oc` rounded up to the micro-kernel's row block.
     ocp: usize,
     path: Path,
+    /// Winograd on every map, however narrow (the pinned [`super::options::ConvPolicy::Winograd`]).
+    pinned: bool,
+}
+
+impl Packed {
+    /// Runs as Winograd on every map, also those [`fills`] would leave to im2col.
+    pub fn pinned(self) -> Packed {
+        Packed { pinned: true, ..self }
+    }
 }
 
 /// Whether a conv can (and should) run as Winograd F(4x4, 3x3).
@@ -58,6 +67,17 @@ pub fn applies(c: &Conv) -> bool {
         && c.group == 1
         && c.num_input >= 8
         && c.num_output >= 8
+}
+
+/// Whether a map `out_w` wide is worth running as Winograd with `p`: its rows of 4x4 tiles fill at
+/// least half of the GEMM's vector of tiles (a block spans one tile row, padded to whole vectors).
+/// The per-layer choice ([`super::calibrate`]) is measured on a 64x64 map, whose 16-tile rows fill
+/// the vector; narrower maps fall back to im2col (unless [`Packed::pinned`]). On the 2-core AVX-512 Xeon (2 threads, best of
+/// 5): U²-Net's 512 -> 512 at 20x20 (5 tiles in 16) 17.2 ms Winograd vs 8.5 ms im2col, at 10x10
+/// 10.7 vs 4.0, 1024 -> 512 at 20x20 39.6 vs 17.0; at 40x40 (10 in 16) Winograd still wins
+/// (256 -> 512: 10.0 vs 13.8 ms).
+pub fn fills(p: &Packed, out_w: usize) -> bool {
+    p.pinned || 2 * out_w.div_ceil(4) >= Layout::of(p.path).lanes
 }
 
 pub fn pack(c: &Conv, isa: Isa) -> Packed {
@@ -95,7 +115,7 @@ pub fn pack_for(c: &Conv, path: Path) -> Packed {
         }
     }
     let l = Layout::for_rows(path, oc);
-    Packed { u: wgemm::pack_a(&u, POS, oc, ic, l), ic, oc, ocp: l.rows_padded(oc), path }
+    Packed { u: wgemm::pack_a(&u, POS, oc, ic, l), ic, oc, ocp: l.rows_padded(oc), path, pinned: false }
 }
 
 thread_local! {
