@@ -170,6 +170,7 @@ fn guided_filter_on(guide: Guide<'_>, alpha: &[f32], width: usize, height: usize
             for y in y0..y1 {
                 // Column blocks of s pixels (no division per pixel).
                 for (lx, a) in acc.chunks_exact_mut(4).enumerate() {
+                    #[allow(clippy::needless_range_loop)] // `i` indexes the guide (a method) and alpha alike
                     for i in y * width + lx * s..y * width + ((lx + 1) * s).min(width) {
                         let g = guide.px(i);
                         a[0] += g[0];
