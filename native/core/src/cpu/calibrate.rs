@@ -2,7 +2,8 @@
 //!
 //! At prepare time every distinct (in channels, out channels) shape of a network's Winograd-capable
 //! convs is timed both ways on a synthetic 64x64 input in the backend's own pool (one warm-up each,
-//! then three alternating runs, the fastest of each kept); Winograd is used where it was not slower.
+//! then three alternating runs, the fastest of each kept); Winograd is used where it was not slower,
+//! except on maps too narrow to fill its GEMM's tile vectors ([`winograd::fills`]: im2col there).
 //! The answers are cached for the life of the process, keyed by shape, ISA level and thread count, so
 //! a network is calibrated once per process (and shapes shared between networks once in all): on 2
 //! Zen 3 cores 0.13 s (quiet) to 0.7 s (load average 11) for RealESRGAN_x4plus (6 shapes), 0.05-0.15 s
