@@ -180,9 +180,15 @@ impl Table {
     /// `auto` for `network`: int8 if its row meets the int8 bound, else bf16 if its row meets the
     /// bf16 bound, else fp32 (also for a network without rows).
     pub fn auto(&self, network: &str) -> Precision {
+        self.auto_among(network, |_| true)
+    }
+
+    /// [`Self::auto`] among the precisions `runs` accepts (those this CPU has a unit for): a network
+    /// whose int8 row holds but whose CPU has no int8 unit falls back to bf16 where that row holds.
+    pub fn auto_among(&self, network: &str, runs: impl Fn(Precision) -> bool) -> Precision {
         [Precision::Int8, Precision::Bf16]
             .into_iter()
-            .find(|&p| self.row(network, p).is_some_and(Row::meets_bound))
+            .find(|&p| runs(p) && self.row(network, p).is_some_and(Row::meets_bound))
             .unwrap_or(Precision::Fp32)
     }
 
@@ -243,7 +249,17 @@ impl CpuPrecisions {
     pub fn resolve(&self, network: &str) -> Precision {
         match self.chosen.get(network) {
             Some(&p) if p != Precision::Auto => p,
-            _ => self.table.auto(network),
+            _ => self.table.auto_among(network, |p| self.cpu_runs(p)),
+        }
+    }
+
+    /// Whether this CPU has a unit for `p` under the base options (else that precision would run fp32).
+    fn cpu_runs(&self, p: Precision) -> bool {
+        let o = CpuOptions { precision: p, ..self.base.clone() };
+        match p {
+            Precision::Int8 => o.effective_int8().is_some(),
+            Precision::Bf16 => o.effective_bf16().0.is_some(),
+            Precision::Fp32 | Precision::Auto => true,
         }
     }
 

@@ -95,6 +95,9 @@ fn auto_picks_the_narrowest_precision_meeting_its_bound() {
     assert_eq!(t.auto("sr/both"), Precision::Int8, "int8 is narrower and meets its bound");
     assert_eq!(t.auto("sr/int8-low"), Precision::Bf16, "int8 below its bound: bf16");
     assert_eq!(t.auto("sr/int8-only-low"), Precision::Fp32);
+    // A CPU without an int8 unit: the int8 row cannot run, bf16 is next where its row holds.
+    assert_eq!(t.auto_among("sr/both", |p| p != Precision::Int8), Precision::Bf16, "no int8 unit: bf16");
+    assert_eq!(t.auto_among("sr/both", |p| p == Precision::Fp32), Precision::Fp32, "no narrow unit at all: fp32");
     assert_eq!(t.auto("sr/no-images"), Precision::Fp32, "a row over no image proves nothing");
     assert_eq!(t.auto("sr/fell-back"), Precision::Fp32, "a row where fp32 ran instead proves nothing");
     for absent in ["sr/unknown", "own/0123/model.onnx", "/abs/path/net", ""] {
