@@ -21,6 +21,7 @@
 //! without either and for tests of the layout on any CPU.
 
 pub use super::bf16_job::Job;
+use super::bf16_job::Split;
 use super::epilogue::RowOps;
 use super::ptr::SendPtr;
 use crate::ncnn::model::Conv;
@@ -290,9 +291,6 @@ unsafe fn pack_row_avx512(d: &mut [u32], a: &[f32], b: Option<&[f32]>) {
 }
 
 
-/// Floats of output per work item (512 KB: in L2 for the epilogue).
-const OUT_BUDGET: usize = 128 << 10;
-
 /// The bf16 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w
 /// tensor (not zeroed first: every element is written before the epilogue reads it).
 pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, ops: &RowOps) -> Tensor {
@@ -326,17 +324,9 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
         Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
         _ => kernel_emulated,
     };
-    // Rows per work item: the item's output rows stay in cache for the epilogue, and there are
-    // enough items to keep every thread busy.
-    let threads = rayon::current_num_threads().max(1);
-    let by_budget = (OUT_BUDGET / (p.ocp * ow)).max(1);
-    let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
-    let nitems = oh.div_ceil(rows);
+    let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Bf16Kernel::Amx;
-    // Column blocks of 32 outputs per row, the last one overlapping the one before when ow is not
-    // a multiple of 32 (a row narrower than 32: one block, its extra columns dropped).
-    let xblocks: Vec<usize> = if ow >= 32 { (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)).collect() } else { vec![0] };
     let full = p.oc / 32;
     (0..nitems).into_par_iter().for_each_init(
         || vec![0f32; 32 * 32],

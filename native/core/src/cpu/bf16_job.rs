@@ -33,3 +33,28 @@ impl Job<'_> {
         self.x[q + dy * self.rstride + kc * 16 * self.kstride + dx..].as_ptr()
     }
 }
+
+/// How a conv's output is cut into parallel work items and 32-wide column blocks (the bf16 and int8
+/// drivers share it).
+pub struct Split {
+    /// Output rows per work item: its output stays in L2 for the epilogue, and there are enough
+    /// items to keep every thread busy.
+    pub rows: usize,
+    pub items: usize,
+    /// First column of each block of 32 outputs per row, the last one overlapping the one before
+    /// when `ow` is not a multiple of 32 (a row narrower than 32: one block, its extra columns dropped).
+    pub xblocks: Vec<usize>,
+}
+
+/// Floats of output per work item (512 KB: in L2 for the epilogue).
+const OUT_BUDGET: usize = 128 << 10;
+
+impl Split {
+    pub fn of(oh: usize, ow: usize, ocp: usize) -> Split {
+        let threads = rayon::current_num_threads().max(1);
+        let by_budget = (OUT_BUDGET / (ocp * ow)).max(1);
+        let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
+        let xblocks = if ow >= 32 { (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)).collect() } else { vec![0] };
+        Split { rows, items: oh.div_ceil(rows), xblocks }
+    }
+}

@@ -26,6 +26,7 @@
 //! of the layout on any CPU).
 
 pub use super::bf16_job::Job;
+use super::bf16_job::Split;
 use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::ptr::SendPtr;
@@ -366,9 +367,6 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
     qt
 }
 
-/// Floats of output per work item (512 KB: in L2 for the epilogue).
-const OUT_BUDGET: usize = 128 << 10;
-
 /// The int8 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w tensor.
 pub(super) fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, ops: &RowOps) -> Tensor {
     let mut out = Tensor::zeros(p.oc, g.out_h, g.out_w);
@@ -414,13 +412,9 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
         Int8Kernel::Vnni => kernel_vnni,
         _ => kernel_emulated,
     };
-    let threads = rayon::current_num_threads().max(1);
-    let by_budget = (OUT_BUDGET / (p.ocp * ow)).max(1);
-    let rows = by_budget.min(oh.div_ceil(threads * 3)).clamp(1, oh.max(1));
-    let nitems = oh.div_ceil(rows);
+    let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Int8Kernel::Amx;
-    let xblocks: Vec<usize> = if ow >= 32 { (0..ow.div_ceil(32)).map(|b| (b * 32).min(ow - 32)).collect() } else { vec![0] };
     let full = p.oc / 32;
     let wsum = &p.wsum;
     (0..nitems).into_par_iter().for_each_init(
