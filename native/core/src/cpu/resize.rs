@@ -9,29 +9,21 @@
 
 use crate::error::{Code, Error, Result};
 use crate::ncnn::model::Interp;
-use crate::reference::interp_out_size;
+use crate::reference::{interp_out_size, interp_src};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 
 /// Output rows per task at least (fewer for tiny outputs).
 const BAND_MIN_PX: usize = 8192;
 
-/// Source taps along one axis: (floor index clamped, next index clamped, fraction), as the
-/// reference's interp_src + edge clamping compute them.
+/// Source taps along one axis: (floor index clamped, next index clamped, fraction), from the
+/// reference's `interp_src` with its edge clamping.
 fn taps(in_len: usize, out_len: usize, align_corner: bool) -> Vec<(usize, usize, f32)> {
     let clampi = |i: isize| i.clamp(0, in_len as isize - 1) as usize;
     (0..out_len)
         .map(|dst| {
-            let f = if align_corner {
-                let scale = if out_len > 1 { (in_len as f64 - 1.0) / (out_len as f64 - 1.0) } else { 0.0 };
-                (dst as f64 * scale) as f32
-            } else {
-                let scale = in_len as f64 / out_len as f64;
-                ((dst as f64 + 0.5) * scale - 0.5) as f32
-            };
-            let i = f.floor();
-            let s = i as isize;
-            (clampi(s), clampi(s + 1), f - i)
+            let (s, frac) = interp_src(dst, in_len, out_len, align_corner);
+            (clampi(s), clampi(s + 1), frac)
         })
         .collect()
 }

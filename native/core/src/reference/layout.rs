@@ -13,7 +13,7 @@ pub fn interp_out_size(p: &Interp, w: usize, h: usize) -> (usize, usize) {
 }
 
 /// Source coordinates along one axis for linear/cubic interpolation: (floor index, fraction).
-fn interp_src(dst: usize, in_len: usize, out_len: usize, align_corner: bool) -> (isize, f32) {
+pub(crate) fn interp_src(dst: usize, in_len: usize, out_len: usize, align_corner: bool) -> (isize, f32) {
     let f = if align_corner {
         let scale = if out_len > 1 { (in_len as f64 - 1.0) / (out_len as f64 - 1.0) } else { 0.0 };
         (dst as f64 * scale) as f32
