@@ -95,6 +95,39 @@ macro_rules! tilestore {
     };
 }
 
+/// The block both kernels compute: 32 channels (two A tiles, tmm4/tmm5) x 32 outputs (two B tiles,
+/// tmm6/tmm7) into the 2x2 C tiles tmm0-tmm3 by `$op` (`tdpbf16ps` or `tdpbssd`, 4-byte results),
+/// over every tap and input chunk of `$j`, stored to `$c` (row stride `$ldc` elements).
+#[cfg(target_arch = "x86_64")]
+macro_rules! tile_block {
+    ($op:literal, $j:expr, $q:expr, $ob2:expr, $c:expr, $ldc:expr) => {{
+        let (j, q, ob2, c, ldc) = ($j, $q, $ob2, $c, $ldc);
+        std::arch::asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
+        let (sa, sb) = (64usize, j.kstride * 4);
+        for t in 0..j.kh * j.kw {
+            for kc in 0..j.nkc {
+                let b = j.b(t, kc, q);
+                tileload!("tmm4", j.a(t, ob2 * 2, kc), sa);
+                tileload!("tmm6", b, sb);
+                tileload!("tmm7", b.add(16), sb);
+                tileload!("tmm5", j.a(t, ob2 * 2 + 1, kc), sa);
+                std::arch::asm!(
+                    concat!($op, " tmm0, tmm4, tmm6"),
+                    concat!($op, " tmm1, tmm4, tmm7"),
+                    concat!($op, " tmm2, tmm5, tmm6"),
+                    concat!($op, " tmm3, tmm5, tmm7"),
+                    options(nostack, nomem)
+                );
+            }
+        }
+        let sc = ldc * 4;
+        tilestore!("tmm0", c, sc);
+        tilestore!("tmm1", c.add(16), sc);
+        tilestore!("tmm2", c.add(16 * ldc), sc);
+        tilestore!("tmm3", c.add(16 * ldc + 16), sc);
+    }};
+}
+
 /// [`super::bf16`]'s kernel contract: outputs `q .. q + 32` of channels `32 * ob2 ..` into `c`
 /// (row stride `ldc` floats).
 ///
@@ -103,24 +136,7 @@ macro_rules! tilestore {
 /// this thread must hold a live [`Tiles`] (AMX supported and permitted).
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn kernel(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
-    use std::arch::asm;
-    asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
-    let (sa, sb) = (64usize, j.kstride * 4);
-    for t in 0..j.kh * j.kw {
-        for kc in 0..j.nkc {
-            let b = j.b(t, kc, q);
-            tileload!("tmm4", j.a(t, ob2 * 2, kc), sa);
-            tileload!("tmm6", b, sb);
-            tileload!("tmm7", b.add(16), sb);
-            tileload!("tmm5", j.a(t, ob2 * 2 + 1, kc), sa);
-            asm!("tdpbf16ps tmm0, tmm4, tmm6", "tdpbf16ps tmm1, tmm4, tmm7", "tdpbf16ps tmm2, tmm5, tmm6", "tdpbf16ps tmm3, tmm5, tmm7", options(nostack, nomem));
-        }
-    }
-    let sc = ldc * 4;
-    tilestore!("tmm0", c, sc);
-    tilestore!("tmm1", c.add(16), sc);
-    tilestore!("tmm2", c.add(16 * ldc), sc);
-    tilestore!("tmm3", c.add(16 * ldc + 16), sc);
+    tile_block!("tdpbf16ps", j, q, ob2, c, ldc);
 }
 
 /// Why AMX-INT8 cannot run here, or None when it can (the amx_int8 flag, then the tile state
@@ -141,22 +157,5 @@ pub fn int8_unavailable_reason() -> Option<String> {
 /// As [`kernel`] (`j` in the quad layout of [`super::int8`]), with AMX-INT8 supported.
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn kernel_int8(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
-    use std::arch::asm;
-    asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
-    let (sa, sb) = (64usize, j.kstride * 4);
-    for t in 0..j.kh * j.kw {
-        for kc in 0..j.nkc {
-            let b = j.b(t, kc, q);
-            tileload!("tmm4", j.a(t, ob2 * 2, kc), sa);
-            tileload!("tmm6", b, sb);
-            tileload!("tmm7", b.add(16), sb);
-            tileload!("tmm5", j.a(t, ob2 * 2 + 1, kc), sa);
-            asm!("tdpbssd tmm0, tmm4, tmm6", "tdpbssd tmm1, tmm4, tmm7", "tdpbssd tmm2, tmm5, tmm6", "tdpbssd tmm3, tmm5, tmm7", options(nostack, nomem));
-        }
-    }
-    let sc = ldc * 4;
-    tilestore!("tmm0", c, sc);
-    tilestore!("tmm1", c.add(16), sc);
-    tilestore!("tmm2", c.add(16 * ldc), sc);
-    tilestore!("tmm3", c.add(16 * ldc + 16), sc);
+    tile_block!("tdpbssd", j, q, ob2, c, ldc);
 }
