@@ -31,17 +31,6 @@ fn round(v: Vec<f32>, exact: bool) -> Vec<f32> {
     }
 }
 
-fn act_params(kind: usize) -> &'static str {
-    match kind {
-        0 => "",
-        1 => " 9=1",
-        2 => " 9=2 -23310=1,2.000000e-01",
-        3 => " 9=3 -23310=2,-5.000000e-01,5.000000e-01",
-        4 => " 9=4",
-        _ => " 9=5",
-    }
-}
-
 /// data -> (1x1 side conv -> x) and the main conv (kernel `k`, on data or on concat(data, x) when
 /// not `exact`), then an optional PReLU/ReLU and residual with x. Returns (net, cin, the main
 /// conv's products per output).

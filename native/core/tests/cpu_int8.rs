@@ -25,17 +25,6 @@ use lucent_core::ncnn::Net;
 use lucent_core::{reference, Backend, Cancel, Prepared, Tensor};
 use std::sync::Arc;
 
-fn act_params(kind: usize) -> &'static str {
-    match kind {
-        0 => "",
-        1 => " 9=1",
-        2 => " 9=2 -23310=1,2.000000e-01",
-        3 => " 9=3 -23310=2,-5.000000e-01,5.000000e-01",
-        4 => " 9=4",
-        _ => " 9=5",
-    }
-}
-
 struct Case {
     net: Arc<Net>,
     x: Tensor,

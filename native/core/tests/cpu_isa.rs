@@ -21,18 +21,6 @@ const TOL: f32 = 1e-4;
 /// 1,500 seeds x 3 ISAs the worst relative error was 1.5e-4 (0.75 % of the runs above 1e-4), so 5e-4.
 const WINO_TOL: f32 = 5e-4;
 
-fn act_params(kind: usize) -> &'static str {
-    match kind {
-        0 => "",
-        1 => " 9=1",
-        2 => " 9=2 -23310=1,2.000000e-01",
-        3 => " 9=3 -23310=2,-5.000000e-01,5.000000e-01",
-        4 => " 9=4",
-        5 => " 9=5",
-        _ => " 9=6 -23310=2,2.000000e-01,5.000000e-01",
-    }
-}
-
 /// A conv on `data`, then (by `tail`) nothing / PReLU / ReLU, then by `res` nothing / one Eltwise
 /// `0.2 y + x` / two in a row (the end of an RRDB) / a BinaryOp add; `x` comes from a 1x1 conv of
 /// the input computed before (so the fusion may take it).

@@ -138,3 +138,17 @@ pub fn seeds() -> Vec<u64> {
 pub fn tensor(r: &mut Rng, c: usize, h: usize, w: usize, amp: f32) -> Tensor {
     Tensor::from_vec(c, h, w, (0..c * h * w).map(|_| r.f() * amp).collect())
 }
+
+/// The ncnn Convolution params of activation `kind` (0 none, 1 ReLU, 2 leaky ReLU 0.2, 3 clip
+/// -0.5..0.5, 4 sigmoid, 5 Mish, 6 hard-swish), for random conv nets.
+pub fn act_params(kind: usize) -> &'static str {
+    match kind {
+        0 => "",
+        1 => " 9=1",
+        2 => " 9=2 -23310=1,2.000000e-01",
+        3 => " 9=3 -23310=2,-5.000000e-01,5.000000e-01",
+        4 => " 9=4",
+        5 => " 9=5",
+        _ => " 9=6 -23310=2,2.000000e-01,5.000000e-01",
+    }
+}
