@@ -13,15 +13,12 @@
  * - S3 (services from scripts/services.sh; skipped locally when absent): what is stored and signed is canonical.
  */
 import t, { type Test } from 'tap'
-import fs from 'node:fs'
 import { request, FormData } from 'undici'
-import { chromium, type BrowserContext } from 'playwright-core'
+import { launchChromium, noChromium } from '../support/chromium.js'
 import { build, createKey, post, png, inputServer, addonBuilt, waitFor, tempDir } from '../helper.js'
 import { loadConfig } from '../../server/config.js'
 import { requireServices } from '../scaleout/services.js'
 
-const chromiumPath = process.env.LUCENT_CHROMIUM || '/usr/bin/chromium'
-const noChromium = fs.existsSync(chromiumPath) ? false : `no Chromium at ${chromiumPath}`
 
 const SCRIPT = `document.title = 'PWNED';
 try { localStorage.setItem('pwned', String(localStorage.getItem('lucent.playground.apiKey'))) } catch (e) {}
@@ -223,17 +220,7 @@ t.test('Chromium: opening served uploads never runs their script on the gateway 
   app.lucent.queue.pause()
   const { key } = await createKey(app)
   const links = await plant(t, app, key)
-  const userDataDir = await tempDir(t, 'lucent-chromium-')
-  const downloads = await tempDir(t, 'lucent-downloads-')
-  const ctx: BrowserContext = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    acceptDownloads: true,
-    downloadsPath: downloads,
-  })
-  t.teardown(() => ctx.close())
+  const { ctx } = await launchChromium(t)
   const exfil: string[] = []
   ctx.on('request', (r) => { if (r.url().includes('/exfil')) exfil.push(r.url()) })
   const page = ctx.pages()[0] ?? await ctx.newPage()

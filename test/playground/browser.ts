@@ -16,12 +16,12 @@ import fsp from 'node:fs/promises'
 import path from 'node:path'
 import { spawnSync, execFileSync } from 'node:child_process'
 import { request } from 'undici'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { type Page } from 'playwright-core'
+import { chromiumPath, launchChromium } from '../support/chromium.js'
 import { repoRoot, sharedData, tempDir, modelDir, addonBuilt } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
 import { startLucent, createKeyCli, lucentCli } from '../support/serve.js'
 
-const chromiumPath = process.env.LUCENT_CHROMIUM || '/usr/bin/chromium'
 const face = path.join(sharedData, 'faces/cropped/0143.png')
 const readmeShot = process.env.LUCENT_PLAYGROUND_README_SHOT
 const artifacts = path.join(repoRoot, 'test-artifacts', 'playground')
@@ -85,18 +85,7 @@ t.test('the playground in Chromium: key, upload, face_2x, compare, download, pho
   lucentCli(env, 'models', 'add', path.join(repoRoot, 'native/models/tests/goldens/compact_x4_nf16_nc2.0.pth'), '--name', 'mine_4x', '--kind', 'photo')
   const { base } = await startLucent(t, { env })
 
-  const userDataDir = await tempDir(t, 'lucent-chromium-')
-  const downloads = await tempDir(t, 'lucent-downloads-')
-  const ctx: BrowserContext = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1000, height: 900 },
-    acceptDownloads: true,
-    downloadsPath: downloads,
-  })
-  t.teardown(() => ctx.close())
+  const { ctx, downloads } = await launchChromium(t, { viewport: { width: 1000, height: 900 } })
   const page = ctx.pages()[0] ?? await ctx.newPage()
   const consoleErrors: string[] = []
   const pageErrors: string[] = []

@@ -14,12 +14,11 @@ import fsp from 'node:fs/promises'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
-import { chromium, type BrowserContext } from 'playwright-core'
+import { chromiumPath, launchChromium } from '../support/chromium.js'
 import { repoRoot, sharedData, tempDir, modelDir, addonBuilt, png } from '../helper.js'
 import { sniff } from '../../server/media/sniff.js'
 import { startLucent, createKeyCli } from '../support/serve.js'
 
-const chromiumPath = process.env.LUCENT_CHROMIUM || '/usr/bin/chromium'
 const photo = path.join(sharedData, 'photos/0014.jpg') // 179 x 179, a subject u2netp finds (native/engine/tests/segment.rs)
 const models = path.resolve(repoRoot, modelDir ?? 'data/test-models')
 const artifacts = path.join(repoRoot, 'test-artifacts', 'playground')
@@ -38,19 +37,7 @@ t.test('the playground removes a background: mode, price, job, checkerboard prev
   const { key } = createKeyCli(env, '--coins', '100', '--rate', '1000') // polling counts against the key's rate
   const { base } = await startLucent(t, { env })
 
-  const userDataDir = await tempDir(t, 'lucent-chromium-')
-  const downloads = await tempDir(t, 'lucent-downloads-')
-  const ctx: BrowserContext = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1000, height: 900 },
-    deviceScaleFactor: 1,
-    acceptDownloads: true,
-    downloadsPath: downloads,
-  })
-  t.teardown(() => ctx.close())
+  const { ctx, downloads } = await launchChromium(t, { viewport: { width: 1000, height: 900 }, deviceScaleFactor: 1 })
   const page = ctx.pages()[0] ?? await ctx.newPage()
   const pageErrors: string[] = []
   page.on('pageerror', (e) => pageErrors.push(e.message))
