@@ -124,16 +124,16 @@ fn main() {
     let prepared_all: Vec<_> = backends.iter().map(|b| b.prepare(net.clone()).expect("prepare")).collect();
     let prepared = prepared_all[0].clone();
     let prep_ms = t_prep.elapsed().as_secs_f64() * 1e3;
-    for m in lucent_core::cpu::calibrate::log_bf16() {
+    for m in lucent_core::cpu::calibrate::log_narrow() {
         eprintln!(
             "calibration {}x{} {}x{} -> {}: {} {:.2} ms, fp32 {:.2} ms ({} threads), took {:.0} ms{}",
             m.ic,
             m.oc,
             m.kh,
             m.kw,
-            if m.bf16() { "bf16" } else { "fp32" },
+            if m.faster() { m.precision } else { "fp32" },
             m.kernel,
-            m.bf16_ms,
+            m.narrow_ms,
             m.fp32_ms,
             m.threads,
             m.cost_ms,

@@ -25,12 +25,12 @@
 //! bf16 ([`super::Precision::Bf16`] with a bf16 kernel): each distinct (in, out, kernel size) shape
 //! that [`bf16::applies`] to is also timed in bf16 against the layer's fp32 choice, the same way
 //! (same input, alternating, fastest of three), and bf16 is used only where it was faster
-//! ([`log_bf16`]; cached in memory and in the same file, keyed by the kernel and the fp32
+//! ([`log_narrow`]; cached in memory and in the same file, keyed by the kernel and the fp32
 //! algorithm too). On the 2-core AMX Xeon: 64x64 channels 0.43 ms bf16 against 1.1-1.6 ms Winograd;
 //! with the AVX512-BF16 kernel there 7.45 ms against 1.30 ms, so that kernel stays unused there.
 //!
 //! int8 ([`super::Precision::Int8`] with an int8 kernel): the same, int8 against the fp32 choice
-//! ([`log_int8`]; file lines keyed by the int8 kernel).
+//! ([`log_narrow`]; file lines keyed by the int8 kernel).
 
 use super::bf16::{self, Bf16Kernel};
 use super::int8::{self, Int8Kernel};
@@ -96,13 +96,13 @@ pub fn choose(c: &Conv, isa: Isa, policy: ConvPolicy, bf16k: Option<Bf16Kernel>,
         };
     if let Some(k) = bf16k.filter(|_| bf16::applies(c)) {
         let pinned = policy != ConvPolicy::Measure || k == Bf16Kernel::Emulated;
-        if pinned || measure_bf16(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, wino).bf16() {
+        if pinned || measure_narrow(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, "bf16", k.name(), wino, |c| ConvAlgo::Bf16(bf16::pack(c, k))).faster() {
             return ConvAlgo::Bf16(bf16::pack(c, k));
         }
     }
     if let Some(k) = int8k.filter(|_| int8::applies(c)) {
         let pinned = policy != ConvPolicy::Measure || k == Int8Kernel::Emulated;
-        if pinned || measure_int8(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, k, wino).int8() {
+        if pinned || measure_narrow(c.num_input, c.num_output, c.kernel_h, c.kernel_w, isa, "int8", k.name(), wino, |c| ConvAlgo::Int8(int8::pack(c, k))).faster() {
             return ConvAlgo::Int8(int8::pack(c, k));
         }
     }
@@ -164,134 +164,76 @@ fn time_algos(c: &Conv, x: &Val, isa: Isa, algos: &[ConvAlgo]) -> Vec<f64> {
     best
 }
 
-/// One measured bf16-vs-fp32 conv shape.
+/// One measured narrow-vs-fp32 conv shape (bf16 or int8 against the layer's fp32 choice).
 #[derive(Clone, Copy, Debug)]
-pub struct MeasuredBf16 {
+pub struct MeasuredNarrow {
     pub ic: usize,
     pub oc: usize,
     pub kh: usize,
     pub kw: usize,
-    pub kernel: Bf16Kernel,
+    /// `bf16` or `int8`.
+    pub precision: &'static str,
+    /// The kernel's name ([`Bf16Kernel::name`], [`Int8Kernel::name`]).
+    pub kernel: &'static str,
     pub threads: usize,
-    pub bf16_ms: f64,
+    pub narrow_ms: f64,
     /// The fp32 algorithm this layer would run otherwise (Winograd or im2col, as chosen).
     pub fp32_ms: f64,
     pub cost_ms: f64,
     pub cached: bool,
 }
 
-impl MeasuredBf16 {
-    pub fn bf16(&self) -> bool {
-        self.bf16_ms < self.fp32_ms
+impl MeasuredNarrow {
+    /// Whether the narrow precision was faster (and so runs).
+    pub fn faster(&self) -> bool {
+        self.narrow_ms < self.fp32_ms
     }
 }
 
-type KeyBf16 = (usize, usize, usize, usize, Isa, Bf16Kernel, usize, bool);
+/// (ic, oc, kh, kw, ISA, kernel name, threads, fp32 choice is Winograd): kernel names are distinct
+/// across bf16 and int8.
+type KeyNarrow = (usize, usize, usize, usize, Isa, &'static str, usize, bool);
 
-fn cache_bf16() -> &'static Mutex<HashMap<KeyBf16, MeasuredBf16>> {
-    static C: OnceLock<Mutex<HashMap<KeyBf16, MeasuredBf16>>> = OnceLock::new();
+fn cache_narrow() -> &'static Mutex<HashMap<KeyNarrow, MeasuredNarrow>> {
+    static C: OnceLock<Mutex<HashMap<KeyNarrow, MeasuredNarrow>>> = OnceLock::new();
     C.get_or_init(Default::default)
 }
 
-/// Every bf16-vs-fp32 measurement so far in this process.
-pub fn log_bf16() -> Vec<MeasuredBf16> {
-    let mut v: Vec<MeasuredBf16> = cache_bf16().lock().map(|m| m.values().copied().collect()).unwrap_or_default();
+/// Every bf16- and int8-vs-fp32 measurement so far in this process.
+pub fn log_narrow() -> Vec<MeasuredNarrow> {
+    let mut v: Vec<MeasuredNarrow> = cache_narrow().lock().map(|m| m.values().copied().collect()).unwrap_or_default();
     v.sort_by_key(|m| (m.ic, m.oc, m.kh, m.kw, m.kernel, m.threads));
     v
 }
 
-/// Time (or recall) bf16 against the layer's fp32 choice (`wino`: Winograd, else im2col) for a shape; cached like
-/// [`measure`] (in memory and in the file, keyed by the kernel too).
-fn measure_bf16(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Bf16Kernel, wino: bool) -> MeasuredBf16 {
+/// Time (or recall) the narrow algorithm `pack` makes (kernel `kernel` of `precision`) against the
+/// layer's fp32 choice (`wino`: Winograd, else im2col) for a shape; cached like [`measure`] (in
+/// memory and in the file, keyed by the kernel too).
+#[allow(clippy::too_many_arguments)]
+fn measure_narrow(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, precision: &'static str, kernel: &'static str, wino: bool, pack: impl FnOnce(&Conv) -> ConvAlgo) -> MeasuredNarrow {
     let threads = rayon::current_num_threads();
     let key = (ic, oc, kh, kw, isa, kernel, threads, wino);
-    if let Some(m) = cache_bf16().lock().ok().and_then(|m| m.get(&key).copied()) {
+    if let Some(m) = cache_narrow().lock().ok().and_then(|m| m.get(&key).copied()) {
         return m;
     }
-    let fkey = format!("{}|{}|{kh}x{kw}|{}", file_key(ic, oc, isa, threads), kernel.name(), if wino { "winograd" } else { "im2col" });
+    let fkey = format!("{}|{kernel}|{kh}x{kw}|{}", file_key(ic, oc, isa, threads), if wino { "winograd" } else { "im2col" });
     let file = cache_file();
     let parsed = file.and_then(|f| file_lines(f).get(&fkey).cloned()).and_then(|l| {
         let v: Vec<f64> = l.split('\t').filter_map(|x| x.parse().ok()).filter(|n: &f64| n.is_finite() && *n >= 0.0).collect();
-        (v.len() == 3).then(|| MeasuredBf16 { ic, oc, kh, kw, kernel, threads, bf16_ms: v[0], fp32_ms: v[1], cost_ms: v[2], cached: true })
+        (v.len() == 3).then(|| MeasuredNarrow { ic, oc, kh, kw, precision, kernel, threads, narrow_ms: v[0], fp32_ms: v[1], cost_ms: v[2], cached: true })
     });
     let m = parsed.unwrap_or_else(|| {
         let t0 = Instant::now();
         let (c, x) = synthetic(ic, oc, kh, kw);
         let f = if wino { ConvAlgo::Winograd(winograd::pack(&c, isa)) } else { ConvAlgo::Im2col };
-        let best = time_algos(&c, &x, isa, &[ConvAlgo::Bf16(bf16::pack(&c, kernel)), f]);
-        let m = MeasuredBf16 { ic, oc, kh, kw, kernel, threads, bf16_ms: best[0], fp32_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
+        let best = time_algos(&c, &x, isa, &[pack(&c), f]);
+        let m = MeasuredNarrow { ic, oc, kh, kw, precision, kernel, threads, narrow_ms: best[0], fp32_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
         if let Some(f) = file {
-            let _ = write_line(f, &fkey, &format!("{}\t{}\t{}", m.bf16_ms, m.fp32_ms, m.cost_ms));
+            let _ = write_line(f, &fkey, &format!("{}\t{}\t{}", m.narrow_ms, m.fp32_ms, m.cost_ms));
         }
         m
     });
-    if let Ok(mut cache) = cache_bf16().lock() {
-        cache.insert(key, m);
-    }
-    m
-}
-
-/// One measured int8-vs-fp32 conv shape.
-#[derive(Clone, Copy, Debug)]
-pub struct MeasuredInt8 {
-    pub ic: usize,
-    pub oc: usize,
-    pub kh: usize,
-    pub kw: usize,
-    pub kernel: Int8Kernel,
-    pub threads: usize,
-    pub int8_ms: f64,
-    /// The fp32 algorithm this layer would run otherwise (Winograd or im2col, as chosen).
-    pub fp32_ms: f64,
-    pub cost_ms: f64,
-    pub cached: bool,
-}
-
-impl MeasuredInt8 {
-    pub fn int8(&self) -> bool {
-        self.int8_ms < self.fp32_ms
-    }
-}
-
-type KeyInt8 = (usize, usize, usize, usize, Isa, Int8Kernel, usize, bool);
-
-fn cache_int8() -> &'static Mutex<HashMap<KeyInt8, MeasuredInt8>> {
-    static C: OnceLock<Mutex<HashMap<KeyInt8, MeasuredInt8>>> = OnceLock::new();
-    C.get_or_init(Default::default)
-}
-
-/// Every int8-vs-fp32 measurement so far in this process.
-pub fn log_int8() -> Vec<MeasuredInt8> {
-    let mut v: Vec<MeasuredInt8> = cache_int8().lock().map(|m| m.values().copied().collect()).unwrap_or_default();
-    v.sort_by_key(|m| (m.ic, m.oc, m.kh, m.kw, m.kernel, m.threads));
-    v
-}
-
-/// [`measure_bf16`] for int8.
-fn measure_int8(ic: usize, oc: usize, kh: usize, kw: usize, isa: Isa, kernel: Int8Kernel, wino: bool) -> MeasuredInt8 {
-    let threads = rayon::current_num_threads();
-    let key = (ic, oc, kh, kw, isa, kernel, threads, wino);
-    if let Some(m) = cache_int8().lock().ok().and_then(|m| m.get(&key).copied()) {
-        return m;
-    }
-    let fkey = format!("{}|{}|{kh}x{kw}|{}", file_key(ic, oc, isa, threads), kernel.name(), if wino { "winograd" } else { "im2col" });
-    let file = cache_file();
-    let parsed = file.and_then(|f| file_lines(f).get(&fkey).cloned()).and_then(|l| {
-        let v: Vec<f64> = l.split('\t').filter_map(|x| x.parse().ok()).filter(|n: &f64| n.is_finite() && *n >= 0.0).collect();
-        (v.len() == 3).then(|| MeasuredInt8 { ic, oc, kh, kw, kernel, threads, int8_ms: v[0], fp32_ms: v[1], cost_ms: v[2], cached: true })
-    });
-    let m = parsed.unwrap_or_else(|| {
-        let t0 = Instant::now();
-        let (c, x) = synthetic(ic, oc, kh, kw);
-        let f = if wino { ConvAlgo::Winograd(winograd::pack(&c, isa)) } else { ConvAlgo::Im2col };
-        let best = time_algos(&c, &x, isa, &[ConvAlgo::Int8(int8::pack(&c, kernel)), f]);
-        let m = MeasuredInt8 { ic, oc, kh, kw, kernel, threads, int8_ms: best[0], fp32_ms: best[1], cost_ms: t0.elapsed().as_secs_f64() * 1e3, cached: false };
-        if let Some(f) = file {
-            let _ = write_line(f, &fkey, &format!("{}\t{}\t{}", m.int8_ms, m.fp32_ms, m.cost_ms));
-        }
-        m
-    });
-    if let Ok(mut cache) = cache_int8().lock() {
+    if let Ok(mut cache) = cache_narrow().lock() {
         cache.insert(key, m);
     }
     m
