@@ -9,14 +9,14 @@ import { photoCoins, photoJobCoins, videoCoins, videoRate } from '../../server/p
 export interface Quote { coins: number | null; text: string; problem: string | null }
 
 const mp = (px: number) => px / 1e6
+/** `lo–hi` of a price table's tiers (the quote before the picture's size is known). */
+const coinRange = (tiers: { coins: number }[]) => `${Math.min(...tiers.map((t) => t.coins))}–${Math.max(...tiers.map((t) => t.coins))}`
 const fmtMp = (px: number) => `${mp(px) < 0.1 ? mp(px).toFixed(3) : mp(px).toFixed(1)} MP`
 
 export function photoQuote(m: CatalogModel, width: number | null, height: number | null): Quote {
   const price = m.price as PhotoPrice
   if (!width || !height) {
-    const lo = Math.min(...price.tiers.map((t) => t.coins))
-    const hi = Math.max(...price.tiers.map((t) => t.coins))
-    return { coins: null, text: `${lo}–${hi} coins by output size (this browser cannot read the picture's size; the charge is shown after submission)`, problem: null }
+    return { coins: null, text: `${coinRange(price.tiers)} coins by output size (this browser cannot read the picture's size; the charge is shown after submission)`, problem: null }
   }
   const inPx = width * height
   const outW = width * m.scale
@@ -57,9 +57,7 @@ export function videoQuote(m: CatalogModel, outW: number, outH: number, seconds:
 export function segmentationQuote(m: CatalogModel, width: number | null, height: number | null): Quote {
   const price = m.price as SegmentationPrice
   if (!width || !height) {
-    const lo = Math.min(...price.tiers.map((t) => t.coins))
-    const hi = Math.max(...price.tiers.map((t) => t.coins))
-    return { coins: null, text: `${lo}–${hi} coins by input size (this browser cannot read the picture's size; the charge is shown after submission)`, problem: null }
+    return { coins: null, text: `${coinRange(price.tiers)} coins by input size (this browser cannot read the picture's size; the charge is shown after submission)`, problem: null }
   }
   const inPx = width * height
   const problem = m.limits.max_input_mp !== null && mp(inPx) > m.limits.max_input_mp
