@@ -82,7 +82,13 @@ pub struct CpuBackend {
     int8: Option<Int8Kernel>,
     /// What the convs run and why ([`CpuBackend::precision`]).
     precision: String,
+    /// Per-layer overrides ([`CpuOptions::layer_precision`]) with the kernels they may use.
+    layers: Arc<LayerKernels>,
 }
+
+/// The kernels of the per-layer precision overrides, by conv layer name: (bf16, int8), as
+/// [`CpuOptions::kernels_for`] gives them.
+type LayerKernels = std::collections::HashMap<String, (Option<Bf16Kernel>, Option<Int8Kernel>)>;
 
 impl CpuBackend {
     /// A backend with its own pool of `threads` workers (default: all available cores) and
@@ -94,10 +100,6 @@ impl CpuBackend {
     /// A backend with these options (the process-wide ones, the Winograd chunk and the
     /// calibration's cache file, are set by the first backend that gives them).
     pub fn with_options(o: &CpuOptions) -> Self {
-        if let Some(c) = o.wino_chunk.filter(|&c| c > 0) {
-            winograd::set_chunk(c);
-        }
-        calibrate::set_cache_file(&o.calibration_cache);
         let n = o
             .threads
             .filter(|&t| t > 0)
@@ -108,13 +110,43 @@ impl CpuBackend {
             .build()
             .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .expect("cannot start even a one-thread pool");
-        let (bf16, precision) = o.effective_bf16();
+        CpuBackend::from_parts(o, Arc::new(pool))
+    }
+
+    /// A backend with options `o` on this backend's worker pool (`o.threads` ignored): the engine's
+    /// per-network precisions share one pool instead of starting one per precision.
+    pub fn sharing_pool(&self, o: &CpuOptions) -> Self {
+        CpuBackend::from_parts(o, self.pool.clone())
+    }
+
+    fn from_parts(o: &CpuOptions, pool: Arc<rayon::ThreadPool>) -> Self {
+        if let Some(c) = o.wino_chunk.filter(|&c| c > 0) {
+            winograd::set_chunk(c);
+        }
+        calibrate::set_cache_file(&o.calibration_cache);
+        let (bf16, mut precision) = o.effective_bf16();
+        let layers: LayerKernels = o.layer_precision.iter().map(|(name, p)| (name.clone(), o.kernels_for(*p))).collect();
+        if !o.layer_precision.is_empty() {
+            // What the named layers run here (a precision this CPU lacks: fp32).
+            let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+            for k in layers.values() {
+                *by.entry(match k {
+                    (_, Some(_)) => "int8",
+                    (Some(_), _) => "bf16",
+                    _ => "fp32",
+                })
+                .or_default() += 1;
+            }
+            let by: Vec<String> = by.iter().map(|(p, n)| format!("{n} {p}")).collect();
+            precision = format!("{precision}; per-layer rule: {} conv layer(s) set apart", by.join(", "));
+        }
         CpuBackend {
+            layers: Arc::new(layers),
             bf16,
             int8: o.effective_int8(),
             precision,
-            threads: n,
-            pool: Arc::new(pool),
+            threads: pool.current_num_threads(),
+            pool,
             isa: o.effective_isa(),
             policy: o.policy,
             keep_transforms: o.keep_transforms,
@@ -159,7 +191,7 @@ impl CpuBackend {
 
     /// Prepare without the trait object (for tests and benches).
     pub fn prepare_net(&self, net: Arc<Net>) -> Result<CpuNet> {
-        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, (self.bf16, self.int8), self.keep_transforms)?;
+        let mut n = CpuNet::new(net, self.pool.clone(), self.isa, self.policy, (self.bf16, self.int8), &self.layers, self.keep_transforms)?;
         n.profile = self.profile;
         Ok(n)
     }
@@ -298,7 +330,7 @@ pub struct CpuNet {
 }
 
 impl CpuNet {
-    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, narrow: (Option<Bf16Kernel>, Option<Int8Kernel>), keep_transforms: bool) -> Result<Self> {
+    fn new(net: Arc<Net>, pool: Arc<rayon::ThreadPool>, isa: Isa, policy: ConvPolicy, narrow: (Option<Bf16Kernel>, Option<Int8Kernel>), layers: &LayerKernels, keep_transforms: bool) -> Result<Self> {
         let nl = net.layers.len();
         let nb = net.blob_names.len();
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nb];
@@ -322,7 +354,8 @@ impl CpuNet {
             match &l.op {
                 Op::Conv(c) => {
                     validate_conv(l, c)?;
-                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy, narrow.0, narrow.1)));
+                    let (b, i) = layers.get(&l.name).copied().unwrap_or(narrow);
+                    choice = Some(pool.install(|| calibrate::choose(c, isa, policy, b, i)));
                     if l.tops.len() == 1 {
                         let mut cur = l.tops[0];
                         while let Some(step) = next_step(&net, &readers, &producer, li, c.num_output, cur, fusion[li].followers.is_empty()) {

@@ -3,7 +3,7 @@
 //!
 //!   cargo run --release -p lucent-engine --example precision_eval -- [--networks STEM,..]
 //!       [--precisions bf16,int8] [--images N] [--threads 2] [--kernel amx|avx512bf16|emulated]
-//!       [--model-dir DIR] [--data DIR] [--write]
+//!       [--rule-images 3] [--no-rule] [--model-dir DIR] [--data DIR] [--write]
 //!
 //! Each catalog network runs in the pipeline of a catalog model that uses it (the network under test
 //! at the narrower precision, every other network of the pipeline at fp32) on centre crops of the
@@ -14,13 +14,20 @@
 //! fp32: the table is the worst case). `--write` merges the rows whose narrower path really ran
 //! (not an fp32 fallback) into precision.tsv with the date and the CPU.
 //!
+//! int8's per-layer rule (unless `--no-rule`): where int8 on every conv misses its bound, each conv
+//! layer runs alone in int8 (every other one fp32) on the first `--rule-images` images, its loss the
+//! mean squared error against fp32; the layers are ranked by it, and the fewest worst ones whose
+//! move to bf16 lets the whole network meet the bound plus 0.5 dB on every image are found by
+//! bisection over that ranking (assuming the losses add up, which noise powers roughly do). The
+//! row's figures are measured with them in bf16, its `bf16_layers` names them.
+//!
 //! Models: `--model-dir`, else $LUCENT_MODEL_DIR, else data/models (`npm ci` / `lucent models fetch
 //! --all`), then $LUCENT_MODEL_MIRROR or ../shared/models for a network missing there. Data:
 //! `--data`, else ../shared/data.
 use lucent_core::cpu::{Bf16Kernel, ConvPolicy, CpuBackend, CpuOptions, Precision};
 use lucent_core::Backend;
 use lucent_engine::photo::image_to_raster;
-use lucent_engine::precision::{measure, CpuPrecisions, Row, Table};
+use lucent_engine::precision::{measure, CpuPrecisions, Row, Table, INT8_MIN_PSNR};
 use lucent_engine::video::{interpolate_frames, Frames};
 use lucent_engine::{catalog, pipelines, Cancel, Kind, Raster, Runtime, Samples};
 use std::path::{Path, PathBuf};
@@ -130,6 +137,63 @@ fn inputs(job: &Job, data: &Path, n: usize) -> Vec<(String, Raster)> {
     }
 }
 
+/// (min PSNR, mean PSNR, max diff, per-image MSE) of `network` under `precisions` against `reference`.
+fn score(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, precisions: CpuPrecisions, imgs: &[(String, Raster)], reference: &[Vec<u8>], verbose: bool) -> (f64, f64, u32, Vec<f64>) {
+    let rt = Runtime::new(fp32.clone(), dir, None).unwrap().with_cpu_precisions(precisions);
+    let (mut min, mut sum, mut maxd, mut mse) = (f64::INFINITY, 0.0, 0u32, Vec::new());
+    for ((name, x), r) in imgs.iter().zip(reference) {
+        let (db, d) = measure::compare_u8(r, &run(&rt, job, x));
+        if verbose {
+            eprintln!("  {} {name}: {db:.3} dB, max {d}", job.network);
+        }
+        min = min.min(db);
+        sum += if db.is_finite() { db } else { 99.0 };
+        maxd = maxd.max(d);
+        mse.push(if db.is_finite() { 255.0f64 * 255.0 / 10f64.powf(db / 10.0) } else { 0.0 });
+    }
+    (min, if min.is_finite() { sum / imgs.len() as f64 } else { f64::INFINITY }, maxd, mse)
+}
+
+/// int8's per-layer rule (see the header): the conv layers of `job.network` to run in bf16 so that
+/// int8 meets its bound, fewest first; empty when int8 on every layer meets it already.
+fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions, int8_layers: &[String], imgs: &[(String, Raster)], reference: &[Vec<u8>], rule_images: usize) -> Vec<String> {
+    let goal = INT8_MIN_PSNR + 0.5;
+    let per_net = |layers: Vec<(String, Precision)>, p: Precision| CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p).with_layers(job.network, layers);
+    let t = Instant::now();
+    let n = rule_images.clamp(1, imgs.len());
+    let mut loss: Vec<(f64, &String)> = int8_layers
+        .iter()
+        .map(|l| {
+            let (_, _, _, mse) = score(job, dir, fp32, per_net(vec![(l.clone(), Precision::Int8)], Precision::Fp32), &imgs[..n], &reference[..n], false);
+            (mse.iter().sum::<f64>() / n as f64, l)
+        })
+        .collect();
+    loss.sort_by(|a, b| b.0.total_cmp(&a.0));
+    eprintln!("  {}: {} layers ranked in {:.1} s; worst: {}", job.network, loss.len(), t.elapsed().as_secs_f64(), loss.iter().take(5).map(|(m, l)| format!("{l} (mse {m:.3})")).collect::<Vec<_>>().join(", "));
+    let apart = |k: usize| -> Vec<String> { loss[..k].iter().map(|(_, l)| (*l).clone()).collect() };
+    let meets = |k: usize| -> bool {
+        let layers = apart(k).into_iter().map(|l| (l, Precision::Bf16)).collect();
+        let (min, ..) = score(job, dir, fp32, per_net(layers, Precision::Int8), imgs, reference, false);
+        eprintln!("  {}: {k} of {} layers in bf16: min {min:.2} dB", job.network, loss.len());
+        min >= goal
+    };
+    // Smallest k that meets the goal (k = all: bf16 everywhere int8 would run, which meets it
+    // wherever the bf16 row does; not checked).
+    let (mut lo, mut hi) = (0, loss.len());
+    if meets(0) {
+        return Vec::new();
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if meets(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    apart(hi)
+}
+
 /// The job's 8-bit output for one input on `rt`.
 fn run(rt: &Runtime, job: &Job, input: &Raster) -> Vec<u8> {
     let cancel = Cancel::new();
@@ -161,6 +225,8 @@ fn main() {
     let threads: usize = arg(&args, "--threads").and_then(|v| v.parse().ok()).unwrap_or(2);
     let kernel = arg(&args, "--kernel").map(|k| Bf16Kernel::parse(&k).unwrap_or_else(|| panic!("--kernel {k}: amx, avx512bf16, emulated")));
     let write = args.iter().any(|a| a == "--write");
+    let rule = !args.iter().any(|a| a == "--no-rule");
+    let rule_images: usize = arg(&args, "--rule-images").and_then(|v| v.parse().ok()).unwrap_or(3);
     let data = arg(&args, "--data").map(PathBuf::from).unwrap_or_else(|| root().join("../shared/data"));
     let primary = arg(&args, "--model-dir").or_else(|| std::env::var("LUCENT_MODEL_DIR").ok()).map(PathBuf::from).unwrap_or_else(|| root().join("data/models"));
     let mirror = std::env::var("LUCENT_MODEL_MIRROR").map(PathBuf::from).unwrap_or_else(|_| root().join("../shared/models"));
@@ -202,30 +268,28 @@ fn main() {
             let (k, line) = opts.effective_bf16();
             let kernel = match (p, k) {
                 (Precision::Bf16, Some(k)) => format!("bf16 ({}) on {narrow} of {} convs", k.name(), convs.len()),
+                (Precision::Int8, _) if narrow > 0 => format!("int8 ({}) on {narrow} of {} convs", opts.effective_int8().map_or("?", |k| k.name()), convs.len()),
                 _ => line,
             };
-            let rt_p = Runtime::new(fp32.clone(), dir, None).unwrap().with_cpu_precisions(CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p));
+            let int8_layers: Vec<String> = convs.iter().filter(|(_, q)| *q == "int8").map(|(l, _)| l.clone()).collect();
+            let apart = if p == Precision::Int8 && rule && !int8_layers.is_empty() { int8_rule(job, dir, &fp32, &pinned, &int8_layers, &imgs, &reference, rule_images) } else { Vec::new() };
+            let kernel = if apart.is_empty() { kernel } else { format!("{kernel}; bf16 on {} of {} int8 convs (per-layer rule)", apart.len(), int8_layers.len()) };
+            let layers = apart.iter().map(|l| (l.clone(), Precision::Bf16)).collect();
             let t = Instant::now();
-            let (mut min, mut sum, mut maxd) = (f64::INFINITY, 0.0, 0u32);
-            for ((name, x), r) in imgs.iter().zip(&reference) {
-                let (db, d) = measure::compare_u8(r, &run(&rt_p, job, x));
-                eprintln!("  {} {} {name}: {db:.3} dB, max {d}", job.network, p.name());
-                min = min.min(db);
-                sum += if db.is_finite() { db } else { 99.0 };
-                maxd = maxd.max(d);
-            }
+            let (min, mean, maxd, _) = score(job, dir, &fp32, CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p).with_layers(job.network, layers), &imgs, &reference, true);
             let narrow_s = t.elapsed().as_secs_f64();
             let row = Row {
                 network: job.network.to_string(),
                 precision: p,
                 min_psnr: min,
-                mean_psnr: if min.is_finite() { sum / imgs.len() as f64 } else { f64::INFINITY },
+                mean_psnr: mean,
                 max_diff: maxd,
                 images: imgs.len(),
                 crop: format!("{}px", job.crop),
                 kernel,
                 date: date.clone(),
                 cpu: cpu.clone(),
+                bf16_layers: apart,
             };
             let db = |v: f64| if v.is_finite() { format!("{v:.2}") } else { "inf".into() };
             println!(

@@ -160,8 +160,13 @@ impl Engine {
             crate::pipelines::face::profile::set_enabled(opts.face_profile);
             let backend = make_backend(&opts)?;
             let rt = Runtime::new(backend, &opts.model_dir, opts.tile)?;
-            // `auto` (the default) on the CPU: each network's precision from the committed table.
-            let rt = if opts.cpu.precision == Precision::Auto { rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone())) } else { rt };
+            // `auto` (the default) on the CPU: each network's precision from the committed table;
+            // an explicit `int8`: every network, with the table's per-layer rule where it has one.
+            let rt = match opts.cpu.precision {
+                Precision::Auto => rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone())),
+                Precision::Int8 => rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone()).all(Precision::Int8)),
+                _ => rt,
+            };
             Ok(Engine { rt })
         })
     }

@@ -8,8 +8,14 @@
 //! fp32; a network without a row (an operator's own model, an ONNX file) runs fp32. A row measured
 //! where the narrower path did not run (its `kernel` column says fp32) never counts.
 //!
+//! The per-layer rule of int8: an int8 row names the conv layers that run bf16 instead
+//! (`bf16_layers`): the example measures each layer's loss alone in int8 and sets apart the worst
+//! ones, fewest first, until the whole network meets the int8 bound; the row's PSNR is measured with
+//! those layers in bf16. Wherever int8 runs for that network (`auto` or an explicit `int8`), they do.
+//!
 //! [`CpuPrecisions`] applies that per network on a CPU runtime (`Runtime::with_cpu_precisions`):
-//! one CPU backend per precision in use, created on first need with the runtime's CPU options.
+//! one CPU backend per precision in use (and per int8 network with layers set apart), created on
+//! first need with the runtime's CPU options, all on one worker pool.
 
 use lucent_core::cpu::{CpuBackend, CpuOptions, Precision};
 use lucent_core::{Backend, Code, Error, Result};
@@ -35,7 +41,7 @@ pub fn bound(p: Precision) -> Option<f64> {
 pub const COMMITTED_TSV: &str = include_str!("precision.tsv");
 
 /// The columns of the table, in order.
-pub const COLUMNS: [&str; 10] = ["network", "precision", "min_psnr_db", "mean_psnr_db", "max_diff", "images", "crop", "kernel", "date", "cpu"];
+pub const COLUMNS: [&str; 11] = ["network", "precision", "min_psnr_db", "mean_psnr_db", "max_diff", "images", "crop", "kernel", "date", "cpu", "bf16_layers"];
 
 /// One measured (network, precision).
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +63,9 @@ pub struct Row {
     pub date: String,
     /// The CPU (`model name` of /proc/cpuinfo).
     pub cpu: String,
+    /// int8 rows: the conv layers (by name) that run bf16 under int8, the per-layer rule (`-` in
+    /// the file when none; always empty for bf16 rows).
+    pub bf16_layers: Vec<String>,
 }
 
 impl Row {
@@ -87,6 +96,7 @@ impl Row {
             clean(&self.kernel),
             clean(&self.date),
             clean(&self.cpu),
+            if self.bf16_layers.is_empty() { "-".into() } else { clean(&self.bf16_layers.join(",")) },
         ]
         .join("\t")
     }
@@ -150,7 +160,14 @@ impl Table {
                 kernel: f[7].to_string(),
                 date: f[8].to_string(),
                 cpu: f[9].to_string(),
+                bf16_layers: if f[10] == "-" { Vec::new() } else { f[10].split(',').map(|l| l.trim().to_string()).collect() },
             };
+            if row.bf16_layers.iter().any(String::is_empty) {
+                return Err(bad(n, "empty layer name in bf16_layers".into()));
+            }
+            if precision == Precision::Bf16 && !row.bf16_layers.is_empty() {
+                return Err(bad(n, "bf16_layers on a bf16 row".into()));
+            }
             if rows.iter().any(|r: &Row| r.network == row.network && r.precision == row.precision) {
                 return Err(bad(n, format!("second row for {} {}", row.network, precision.name())));
             }
@@ -199,7 +216,8 @@ impl Table {
         let mut s = String::from(
             "# CPU precision vs fp32 per catalog network (issue 32): written by\n\
              # `cargo run --release -p lucent-engine --example precision_eval -- --write`; read by precision.rs (auto).\n\
-             # PSNR (dB) and max_diff (levels) on the 8-bit output against fp32, narrower arithmetic on every conv where it applies.\n",
+             # PSNR (dB) and max_diff (levels) on the 8-bit output against fp32, narrower arithmetic on every conv where it applies;\n\
+             # int8 rows: bf16_layers run bf16 (the per-layer rule), the PSNR measured so.\n",
         );
         s.push_str(&COLUMNS.join("\t"));
         s.push('\n');
@@ -225,7 +243,14 @@ pub struct CpuPrecisions {
     base: CpuOptions,
     table: Table,
     chosen: HashMap<String, Precision>,
-    backends: Mutex<HashMap<Precision, Arc<dyn Backend>>>,
+    /// The precision of every network not in `chosen` (`Auto`: the table's).
+    all: Precision,
+    /// Per-layer precisions given for a network ([`Self::with_layers`]), over the table's rule.
+    layers: HashMap<String, Vec<(String, Precision)>>,
+    /// By precision, and for int8 with layers set apart by network too (None: the plain one).
+    backends: Mutex<HashMap<(Precision, Option<String>), Arc<dyn Backend>>>,
+    /// The first narrow backend: the others share its worker pool.
+    pool: OnceLock<Arc<CpuBackend>>,
 }
 
 impl CpuPrecisions {
@@ -236,7 +261,14 @@ impl CpuPrecisions {
 
     /// `auto` from `table`.
     pub fn with_table(base: CpuOptions, table: Table) -> CpuPrecisions {
-        CpuPrecisions { base, table, chosen: HashMap::new(), backends: Mutex::new(HashMap::new()) }
+        CpuPrecisions { base, table, chosen: HashMap::new(), all: Precision::Auto, layers: HashMap::new(), backends: Mutex::new(HashMap::new()), pool: OnceLock::new() }
+    }
+
+    /// Every network at `p` (an operator's explicit `int8`: the table's per-layer rule still
+    /// applies to the networks it has measured), except those given by [`Self::with`].
+    pub fn all(mut self, p: Precision) -> CpuPrecisions {
+        self.all = p;
+        self
     }
 
     /// Run `network` at `p` whatever the table says (measurements; `Auto` here means the table's).
@@ -245,11 +277,18 @@ impl CpuPrecisions {
         self
     }
 
+    /// Per-layer precisions for `network`'s conv layers, by name, instead of the table's rule
+    /// (measurements: one layer in int8, the rest fp32; a candidate set of layers in bf16).
+    pub fn with_layers(mut self, network: &str, layers: Vec<(String, Precision)>) -> CpuPrecisions {
+        self.layers.insert(network.to_string(), layers);
+        self
+    }
+
     /// The precision `network` runs at (never `Auto`).
     pub fn resolve(&self, network: &str) -> Precision {
-        match self.chosen.get(network) {
-            Some(&p) if p != Precision::Auto => p,
-            _ => self.table.auto_among(network, |p| self.cpu_runs(p)),
+        match self.chosen.get(network).copied().unwrap_or(self.all) {
+            Precision::Auto => self.table.auto_among(network, |p| self.cpu_runs(p)),
+            p => p,
         }
     }
 
@@ -263,30 +302,59 @@ impl CpuPrecisions {
         }
     }
 
+    /// The conv layers of `network` that run bf16 when it runs int8 (the table's per-layer rule).
+    pub fn bf16_layers(&self, network: &str) -> &[String] {
+        self.table.row(network, Precision::Int8).map_or(&[], |r| &r.bf16_layers)
+    }
+
     /// The backend `network` is prepared on: `fp32` on `fp32_backend` (the runtime's own), another
-    /// precision on a CPU backend with the base options at that precision (built once).
+    /// precision on a CPU backend with the base options at that precision (built once; int8 with
+    /// the network's layers set apart, one backend per such network), all on one worker pool.
     pub fn backend(&self, network: &str, fp32_backend: &Arc<dyn Backend>) -> Arc<dyn Backend> {
         let p = self.resolve(network);
-        if p == Precision::Fp32 {
+        let layers: Vec<(String, Precision)> = match self.layers.get(network) {
+            Some(l) => l.clone(),
+            None if p == Precision::Int8 => self.bf16_layers(network).iter().map(|l| (l.clone(), Precision::Bf16)).collect(),
+            None => Vec::new(),
+        };
+        if p == Precision::Fp32 && layers.is_empty() {
             return fp32_backend.clone();
         }
+        let key = (p, (!layers.is_empty()).then(|| network.to_string()));
+        let opts = CpuOptions { precision: p, layer_precision: layers, ..self.base.clone() };
         // A poisoned map (a panic while building one) is still a valid map.
         self.backends
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(p)
-            .or_insert_with(|| Arc::new(CpuBackend::with_options(&CpuOptions { precision: p, ..self.base.clone() })))
+            .entry(key)
+            .or_insert_with(|| -> Arc<dyn Backend> {
+                match self.pool.get() {
+                    Some(first) => Arc::new(first.sharing_pool(&opts)),
+                    None => self.pool.get_or_init(|| Arc::new(CpuBackend::with_options(&opts))).clone(),
+                }
+            })
             .clone()
     }
 
     /// What `info()` says: the networks the table runs narrower (and what runs there), fp32 otherwise.
     pub fn describe(&self) -> String {
+        if self.all != Precision::Auto {
+            let runs = CpuOptions { precision: self.all, ..self.base.clone() }.effective_bf16().1;
+            let ruled: Vec<&str> = self.table.rows.iter().filter(|r| r.precision == Precision::Int8 && !r.bf16_layers.is_empty()).map(|r| r.network.as_str()).collect();
+            return if self.all == Precision::Int8 && !ruled.is_empty() {
+                format!("{runs}; bf16 on the layers int8 loses most on, per committed measurements, in {}", ruled.join(", "))
+            } else {
+                runs
+            };
+        }
         let mut narrow: Vec<String> = Vec::new();
         for p in [Precision::Int8, Precision::Bf16] {
             let nets: Vec<&str> = self.table.rows.iter().filter(|r| r.precision == p && self.table.auto(&r.network) == p).map(|r| r.network.as_str()).collect();
             if !nets.is_empty() {
                 let runs = CpuOptions { precision: p, ..self.base.clone() }.effective_bf16().1;
-                narrow.push(format!("{}: {} ({runs})", p.name(), nets.join(", ")));
+                let ruled = nets.iter().filter(|n| p == Precision::Int8 && !self.bf16_layers(n).is_empty()).count();
+                let rule = if ruled > 0 { format!("; bf16 on the layers int8 loses most on in {ruled} of them") } else { String::new() };
+                narrow.push(format!("{}: {} ({runs}{rule})", p.name(), nets.join(", ")));
             }
         }
         if narrow.is_empty() {

@@ -31,6 +31,7 @@ fn row(network: &str, p: Precision, min_psnr: f64) -> Row {
         kernel: "bf16 (amx-bf16) on 34 of 34 convs".into(),
         date: "2026-12-02".into(),
         cpu: "test".into(),
+        bf16_layers: Vec::new(),
     }
 }
 
@@ -52,7 +53,7 @@ fn committed_table_parses_and_names_catalog_networks() {
 
 #[test]
 fn parse_rejects_malformed_tables() {
-    let header = "network\tprecision\tmin_psnr_db\tmean_psnr_db\tmax_diff\timages\tcrop\tkernel\tdate\tcpu\n";
+    let header = "network\tprecision\tmin_psnr_db\tmean_psnr_db\tmax_diff\timages\tcrop\tkernel\tdate\tcpu\tbf16_layers\n";
     assert!(Table::parse("").is_err(), "no header");
     assert!(Table::parse("network\tprecision\n").is_err(), "wrong header");
     assert_eq!(Table::parse(&format!("# c\n\n{header}")).unwrap().rows.len(), 0);
@@ -67,9 +68,17 @@ fn parse_rejects_malformed_tables() {
         good.replacen("\t", " ", 1),
         format!("{good}\t"),
         format!("{good}\n{good}"),
+        good.replace("\t-", "\tconv_a"),                                 // layers set apart on a bf16 row
+        good.replace("\tbf16\t", "\tint8\t").replace("\t-", "\tconv_a,,conv_b"), // an empty layer name
+        good.replace("\t-", ""),                                       // the old ten columns
     ] {
         assert!(Table::parse(&format!("{header}{bad}\n")).is_err(), "accepted {bad:?}");
     }
+    // int8's per-layer rule: the layers round-trip, `-` is none.
+    let ruled = Row { bf16_layers: vec!["conv_a".into(), "body.3".into()], ..row("sr/a", Precision::Int8, 46.0) };
+    assert!(ruled.to_tsv().ends_with("\tconv_a,body.3"), "{}", ruled.to_tsv());
+    assert_eq!(Table::parse(&format!("{header}{}\n", ruled.to_tsv())).unwrap().rows, vec![ruled]);
+    assert!(good.ends_with("\t-"), "{good}");
     let inf = good.replace("51.00", "inf");
     assert_eq!(Table::parse(&format!("{header}{inf}\n")).unwrap().rows[0].min_psnr, f64::INFINITY);
 }
@@ -119,6 +128,42 @@ fn auto_picks_the_narrowest_precision_meeting_its_bound() {
     assert!(Arc::ptr_eq(&b1, &p.backend("sr/bf16-low", &own)), "one backend per precision");
 }
 
+/// int8's per-layer rule: an int8 row's `bf16_layers` run bf16 wherever that network runs int8
+/// (`auto` or an explicit `int8`), on a backend of its own (sharing the pool), which says so.
+#[test]
+fn int8_rows_set_their_worst_layers_apart() {
+    let t = Table {
+        rows: vec![
+            Row { bf16_layers: vec!["body.7".into(), "body.9".into()], ..row("sr/ruled", Precision::Int8, 46.0) },
+            row("sr/plain", Precision::Int8, 47.0),
+            row("sr/bf16", Precision::Bf16, 52.0),
+        ],
+    };
+    let own: Arc<dyn Backend> = Arc::new(CpuBackend::with_options(&CpuOptions { threads: Some(1), ..Default::default() }));
+    let p = CpuPrecisions::with_table(CpuOptions { threads: Some(1), ..Default::default() }, t.clone());
+    assert_eq!(p.bf16_layers("sr/ruled"), ["body.7".to_string(), "body.9".to_string()]);
+    assert!(p.bf16_layers("sr/plain").is_empty() && p.bf16_layers("sr/bf16").is_empty() && p.bf16_layers("sr/none").is_empty());
+    if p.resolve("sr/ruled") == Precision::Int8 {
+        let (ruled, plain) = (p.backend("sr/ruled", &own), p.backend("sr/plain", &own));
+        assert!(!Arc::ptr_eq(&ruled, &plain), "the ruled network has a backend of its own");
+        let info = ruled.info().cpu_precision.unwrap();
+        assert!(info.starts_with("int8") && info.contains("per-layer rule: 2 "), "{info}");
+        assert!(!plain.info().cpu_precision.unwrap().contains("per-layer"));
+        assert!(p.describe().contains("bf16 on the layers int8 loses most on in 1 of them"), "{}", p.describe());
+    } else {
+        eprintln!("no int8 unit here: the ruled network resolves to {}", p.resolve("sr/ruled").name());
+    }
+    // An explicit int8 for every network keeps the rule; explicit layers replace it (measurements).
+    let all = CpuPrecisions::with_table(CpuOptions { threads: Some(1), ..Default::default() }, t).all(Precision::Int8);
+    assert_eq!((all.resolve("sr/bf16"), all.resolve("own/x/model.onnx")), (Precision::Int8, Precision::Int8));
+    let b = all.backend("sr/ruled", &own).info().cpu_precision.unwrap();
+    assert!(b.contains("per-layer rule: 2 "), "{b}");
+    let measured = all.with_layers("sr/x", vec![("conv1".into(), Precision::Int8)]).with("sr/x", Precision::Fp32);
+    let one = measured.backend("sr/x", &own);
+    assert!(!Arc::ptr_eq(&one, &own), "one layer in int8 on an fp32 network needs a backend of its own");
+    assert!(one.info().cpu_precision.unwrap().starts_with("fp32; per-layer rule: 1 "), "{:?}", one.info().cpu_precision);
+}
+
 #[test]
 fn engine_applies_auto_on_the_cpu_only() {
     let dir = std::env::temp_dir().join(format!("lucent-precision-{}", std::process::id()));
@@ -138,10 +183,14 @@ fn engine_applies_auto_on_the_cpu_only() {
         }
     }
     assert_eq!(rt.cpu_precision_of("own/abc/model.pth"), Some(Precision::Fp32));
-    // An explicit precision: every network on the one backend, no per-network choice.
+    // An explicit precision: every network on the one backend, no per-network choice; except
+    // int8, whose per-layer rule needs one backend per ruled network.
     for p in [Precision::Fp32, Precision::Bf16] {
         assert_eq!(engine(p).runtime().cpu_precision_of(catalog::GENERAL_X4V3), None);
     }
+    let e = engine(Precision::Int8);
+    assert_eq!(e.runtime().cpu_precision_of(catalog::GENERAL_X4V3), Some(Precision::Int8));
+    assert_eq!(e.runtime().cpu_precision_of("own/abc/model.pth"), Some(Precision::Int8));
     std::fs::remove_dir_all(&dir).ok();
 }
 

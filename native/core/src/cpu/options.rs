@@ -34,6 +34,11 @@ pub struct CpuOptions {
     /// Caps the bf16 kernel (tests and comparisons: `Some(Avx512Bf16)` keeps AMX off, `Some(Emulated)`
     /// pins the portable one). None: the best this CPU runs.
     pub bf16_kernel: Option<Bf16Kernel>,
+    /// Per-layer precision, by conv layer name, over `precision` (`Auto` there: the backend's): the
+    /// per-layer rule of int8 (the layers of one network that lose too much in int8 run bf16, from
+    /// the engine's committed measurements) and the measurements behind it (one layer narrower). A
+    /// layer not named runs `precision`; a named precision this CPU lacks runs fp32.
+    pub layer_precision: Vec<(String, Precision)>,
 }
 
 impl Default for CpuOptions {
@@ -48,6 +53,7 @@ impl Default for CpuOptions {
             calibration_cache: CacheFile::Default,
             precision: Precision::Auto,
             bf16_kernel: None,
+            layer_precision: Vec::new(),
         }
     }
 }
@@ -137,6 +143,16 @@ impl CpuOptions {
     /// AMX-INT8 or AVX512-VNNI), or None; [`Self::effective_bf16`] gives the line saying so.
     pub fn effective_int8(&self) -> Option<Int8Kernel> {
         (self.precision == Precision::Int8).then(Int8Kernel::best).flatten()
+    }
+
+    /// The (bf16, int8) kernels a conv at precision `p` may use here (bf16 under the cap of
+    /// [`Self::bf16_kernel`]): what a [`Self::layer_precision`] entry runs.
+    pub fn kernels_for(&self, p: Precision) -> (Option<Bf16Kernel>, Option<Int8Kernel>) {
+        match p {
+            Precision::Bf16 => (self.bf16_kernel.map_or_else(Bf16Kernel::best, Bf16Kernel::best_up_to), None),
+            Precision::Int8 => (None, Int8Kernel::best()),
+            Precision::Fp32 | Precision::Auto => (None, None),
+        }
     }
 
     /// The bf16 kernel the convs may use under these options, or None (fp32), and a line saying
