@@ -14,13 +14,14 @@
 //! fp32: the table is the worst case). `--write` merges the rows whose narrower path really ran
 //! (not an fp32 fallback) into precision.tsv with the date and the CPU.
 //!
-//! int8's per-layer rule (unless `--no-rule`): where int8 on every conv misses its bound, each conv
-//! layer runs alone in int8 (every other one fp32) on the first `--rule-images` images, its loss the
-//! mean squared error against fp32; the layers are ranked by it, and the fewest worst ones whose
-//! move to bf16 lets the whole network meet the bound plus 0.5 dB on every image are found by
-//! bisection over that ranking (assuming the losses add up, which noise powers roughly do). The
-//! row's figures are measured with them in bf16, its `bf16_layers` names them. Where only all of
-//! them would do, int8 is not for that network: the row keeps int8-everywhere's figures.
+//! The per-layer rule (unless `--no-rule`): where the narrower precision on every conv misses its
+//! bound, each conv layer runs alone at it (every other one fp32) on the first `--rule-images`
+//! images, its loss the mean squared error against fp32; the layers are ranked by it, and the
+//! fewest worst ones whose move one step wider (int8 -> bf16, bf16 -> fp32) lets the whole network
+//! meet the bound plus 0.5 dB on every image are found by bisection over that ranking (assuming the
+//! losses add up, which noise powers roughly do). The row's figures are measured with them wider,
+//! its `wider_layers` names them. Where only all of them would do, that precision is not for the
+//! network: the row keeps the every-conv figures.
 //!
 //! Models: `--model-dir`, else $LUCENT_MODEL_DIR, else data/models (`npm ci` / `lucent models fetch
 //! --all`), then $LUCENT_MODEL_MIRROR or ../shared/models for a network missing there. Data:
@@ -28,7 +29,7 @@
 use lucent_core::cpu::{Bf16Kernel, ConvPolicy, CpuBackend, CpuOptions, Precision};
 use lucent_core::Backend;
 use lucent_engine::photo::image_to_raster;
-use lucent_engine::precision::{measure, CpuPrecisions, Row, Table, INT8_MIN_PSNR};
+use lucent_engine::precision::{bound, measure, wider, CpuPrecisions, Row, Table};
 use lucent_engine::video::{interpolate_frames, Frames};
 use lucent_engine::{catalog, pipelines, Cancel, Kind, Raster, Runtime, Samples};
 use std::path::{Path, PathBuf};
@@ -155,18 +156,20 @@ fn score(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, precisions: CpuPrecisio
     (min, if min.is_finite() { sum / imgs.len() as f64 } else { f64::INFINITY }, maxd, mse)
 }
 
-/// int8's per-layer rule (see the header): the conv layers of `job.network` to run in bf16 so that
-/// int8 meets its bound, fewest first; empty when int8 on every layer meets it already; None when
-/// only all of them would (then int8 is not for this network: its row keeps the plain figures).
-fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions, int8_layers: &[String], imgs: &[(String, Raster)], reference: &[Vec<u8>], rule_images: usize) -> Option<Vec<String>> {
-    let goal = INT8_MIN_PSNR + 0.5;
+/// The per-layer rule (see the header) at precision `p`, for a network where `p` on every conv
+/// misses its bound: the conv layers of `job.network` (of `narrow_layers`, those that run `p`) to
+/// run one step wider so that `p` meets it, fewest first; None when only all of them would (then
+/// `p` is not for this network: its row keeps the every-conv figures).
+#[allow(clippy::too_many_arguments)]
+fn layer_rule(job: &Job, p: Precision, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions, narrow_layers: &[String], imgs: &[(String, Raster)], reference: &[Vec<u8>], rule_images: usize) -> Option<Vec<String>> {
+    let goal = bound(p).unwrap_or(f64::INFINITY) + 0.5;
     let per_net = |layers: Vec<(String, Precision)>, p: Precision| CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p).with_layers(job.network, layers);
     let t = Instant::now();
     let n = rule_images.clamp(1, imgs.len());
-    let mut loss: Vec<(f64, &String)> = int8_layers
+    let mut loss: Vec<(f64, &String)> = narrow_layers
         .iter()
         .map(|l| {
-            let (_, _, _, mse) = score(job, dir, fp32, per_net(vec![(l.clone(), Precision::Int8)], Precision::Fp32), &imgs[..n], &reference[..n], false);
+            let (_, _, _, mse) = score(job, dir, fp32, per_net(vec![(l.clone(), p)], Precision::Fp32), &imgs[..n], &reference[..n], false);
             (mse.iter().sum::<f64>() / n as f64, l)
         })
         .collect();
@@ -174,16 +177,14 @@ fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions
     eprintln!("  {}: {} layers ranked in {:.1} s; worst: {}", job.network, loss.len(), t.elapsed().as_secs_f64(), loss.iter().take(5).map(|(m, l)| format!("{l} (mse {m:.3})")).collect::<Vec<_>>().join(", "));
     let apart = |k: usize| -> Vec<String> { loss[..k].iter().map(|(_, l)| (*l).clone()).collect() };
     let meets = |k: usize| -> bool {
-        let layers = apart(k).into_iter().map(|l| (l, Precision::Bf16)).collect();
-        let (min, ..) = score(job, dir, fp32, per_net(layers, Precision::Int8), imgs, reference, false);
-        eprintln!("  {}: {k} of {} layers in bf16: min {min:.2} dB", job.network, loss.len());
+        let layers = apart(k).into_iter().map(|l| (l, wider(p))).collect();
+        let (min, ..) = score(job, dir, fp32, per_net(layers, p), imgs, reference, false);
+        eprintln!("  {} {}: {k} of {} layers in {}: min {min:.2} dB", job.network, p.name(), loss.len(), wider(p).name());
         min >= goal
     };
-    // Smallest k that meets the goal; k = all (bf16 everywhere int8 would run) is not int8 any more.
+    // Smallest k that meets the goal (k = 0 does not: the caller measured it); k = all (every
+    // layer wider) is not `p` any more.
     let (mut lo, mut hi) = (0, loss.len());
-    if meets(0) {
-        return Some(Vec::new());
-    }
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
         if meets(mid) {
@@ -193,7 +194,7 @@ fn int8_rule(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions
         }
     }
     if hi == loss.len() {
-        eprintln!("  {}: no proper subset of int8 layers meets {goal} dB: int8 stays below its bound", job.network);
+        eprintln!("  {}: no proper subset of {} layers meets {goal} dB: {} stays below its bound", job.network, p.name(), p.name());
         return None;
     }
     Some(apart(hi))
@@ -276,13 +277,21 @@ fn main() {
                 (Precision::Int8, _) if narrow > 0 => format!("int8 ({}) on {narrow} of {} convs", opts.effective_int8().map_or("?", |k| k.name()), convs.len()),
                 _ => line,
             };
-            let int8_layers: Vec<String> = convs.iter().filter(|(_, q)| *q == "int8").map(|(l, _)| l.clone()).collect();
-            let apart = if p == Precision::Int8 && rule && !int8_layers.is_empty() { int8_rule(job, dir, &fp32, &pinned, &int8_layers, &imgs, &reference, rule_images).unwrap_or_default() } else { Vec::new() };
-            let kernel = if apart.is_empty() { kernel } else { format!("{kernel}; bf16 on {} of {} int8 convs (per-layer rule)", apart.len(), int8_layers.len()) };
-            let layers = apart.iter().map(|l| (l.clone(), Precision::Bf16)).collect();
+            let narrow_layers: Vec<String> = convs.iter().filter(|(_, q)| *q == p.name()).map(|(l, _)| l.clone()).collect();
+            let per_net = |layers: Vec<(String, Precision)>| CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p).with_layers(job.network, layers);
             let t = Instant::now();
-            let (min, mean, maxd, _) = score(job, dir, &fp32, CpuPrecisions::with_table(pinned.clone(), Table::default()).with(job.network, p).with_layers(job.network, layers), &imgs, &reference, true);
-            let narrow_s = t.elapsed().as_secs_f64();
+            let (mut min, mut mean, mut maxd, _) = score(job, dir, &fp32, per_net(Vec::new()), &imgs, &reference, true);
+            let mut narrow_s = t.elapsed().as_secs_f64();
+            let misses = bound(p).is_some_and(|b| min < b);
+            let apart = if rule && misses && !narrow_layers.is_empty() { layer_rule(job, p, dir, &fp32, &pinned, &narrow_layers, &imgs, &reference, rule_images).unwrap_or_default() } else { Vec::new() };
+            let kernel = if apart.is_empty() {
+                kernel
+            } else {
+                let t = Instant::now();
+                (min, mean, maxd, _) = score(job, dir, &fp32, per_net(apart.iter().map(|l| (l.clone(), wider(p))).collect()), &imgs, &reference, true);
+                narrow_s = t.elapsed().as_secs_f64();
+                format!("{kernel}; {} on {} of them (per-layer rule)", wider(p).name(), apart.len())
+            };
             let row = Row {
                 network: job.network.to_string(),
                 precision: p,
@@ -294,7 +303,7 @@ fn main() {
                 kernel,
                 date: date.clone(),
                 cpu: cpu.clone(),
-                bf16_layers: apart,
+                wider_layers: apart,
             };
             let db = |v: f64| if v.is_finite() { format!("{v:.2}") } else { "inf".into() };
             println!(
@@ -318,7 +327,11 @@ fn main() {
     }
     if write {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/precision.tsv");
-        let mut table = Table::parse(&std::fs::read_to_string(&path).unwrap_or_default()).unwrap_or_default();
+        // An unreadable table stops here: merging into an empty one would drop its other rows.
+        let mut table = match std::fs::read_to_string(&path) {
+            Ok(text) => Table::parse(&text).unwrap_or_else(|e| panic!("{}: {e}; not written", path.display())),
+            Err(_) => Table::default(),
+        };
         let n = rows.len();
         table.merge(rows);
         std::fs::write(&path, table.to_tsv()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

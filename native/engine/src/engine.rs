@@ -161,11 +161,12 @@ impl Engine {
             let backend = make_backend(&opts)?;
             let rt = Runtime::new(backend, &opts.model_dir, opts.tile)?;
             // `auto` (the default) on the CPU: each network's precision from the committed table;
-            // an explicit `int8`: every network, with the table's per-layer rule where it has one.
+            // an explicit `int8` or `bf16`: every network, with the table's per-layer rule where it
+            // has one; `fp32`: the one backend.
             let rt = match opts.cpu.precision {
                 Precision::Auto => rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone())),
-                Precision::Int8 => rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone()).all(Precision::Int8)),
-                _ => rt,
+                p @ (Precision::Int8 | Precision::Bf16) => rt.with_cpu_precisions(CpuPrecisions::auto(opts.cpu.clone()).all(p)),
+                Precision::Fp32 => rt,
             };
             Ok(Engine { rt })
         })

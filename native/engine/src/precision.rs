@@ -8,14 +8,15 @@
 //! fp32; a network without a row (an operator's own model, an ONNX file) runs fp32. A row measured
 //! where the narrower path did not run (its `kernel` column says fp32) never counts.
 //!
-//! The per-layer rule of int8: an int8 row names the conv layers that run bf16 instead
-//! (`bf16_layers`): the example measures each layer's loss alone in int8 and sets apart the worst
-//! ones, fewest first, until the whole network meets the int8 bound; the row's PSNR is measured with
-//! those layers in bf16. Wherever int8 runs for that network (`auto` or an explicit `int8`), they do.
+//! The per-layer rule: a row may name conv layers that run one step wider ([`wider`]: bf16 under
+//! int8, fp32 under bf16) in `wider_layers`: the example measures each layer's loss alone at the
+//! narrower precision and sets apart the worst ones, fewest first, until the whole network meets the
+//! bound; the row's PSNR is measured with those layers wider. Wherever that precision runs for the
+//! network (`auto`, or an explicit `int8` / `bf16`), they do.
 //!
 //! [`CpuPrecisions`] applies that per network on a CPU runtime (`Runtime::with_cpu_precisions`):
-//! one CPU backend per precision in use (and per int8 network with layers set apart), created on
-//! first need with the runtime's CPU options, all on one worker pool.
+//! one CPU backend per precision in use (and per network with layers set apart), created on first
+//! need with the runtime's CPU options, all on one worker pool.
 
 use lucent_core::cpu::{CpuBackend, CpuOptions, Precision};
 use lucent_core::{Backend, Code, Error, Result};
@@ -37,11 +38,19 @@ pub fn bound(p: Precision) -> Option<f64> {
     }
 }
 
+/// The precision a layer set apart by the per-layer rule runs at under `p` (one step wider).
+pub fn wider(p: Precision) -> Precision {
+    match p {
+        Precision::Int8 => Precision::Bf16,
+        _ => Precision::Fp32,
+    }
+}
+
 /// The committed measurements (`examples/precision_eval.rs --write` rewrites them).
 pub const COMMITTED_TSV: &str = include_str!("precision.tsv");
 
 /// The columns of the table, in order.
-pub const COLUMNS: [&str; 11] = ["network", "precision", "min_psnr_db", "mean_psnr_db", "max_diff", "images", "crop", "kernel", "date", "cpu", "bf16_layers"];
+pub const COLUMNS: [&str; 11] = ["network", "precision", "min_psnr_db", "mean_psnr_db", "max_diff", "images", "crop", "kernel", "date", "cpu", "wider_layers"];
 
 /// One measured (network, precision).
 #[derive(Debug, Clone, PartialEq)]
@@ -63,9 +72,9 @@ pub struct Row {
     pub date: String,
     /// The CPU (`model name` of /proc/cpuinfo).
     pub cpu: String,
-    /// int8 rows: the conv layers (by name) that run bf16 under int8, the per-layer rule (`-` in
-    /// the file when none; always empty for bf16 rows).
-    pub bf16_layers: Vec<String>,
+    /// The conv layers (by name) that run one step wider ([`wider`]), the per-layer rule (`-` in
+    /// the file when none).
+    pub wider_layers: Vec<String>,
 }
 
 impl Row {
@@ -96,7 +105,7 @@ impl Row {
             clean(&self.kernel),
             clean(&self.date),
             clean(&self.cpu),
-            if self.bf16_layers.is_empty() { "-".into() } else { clean(&self.bf16_layers.join(",")) },
+            if self.wider_layers.is_empty() { "-".into() } else { clean(&self.wider_layers.join(",")) },
         ]
         .join("\t")
     }
@@ -160,13 +169,10 @@ impl Table {
                 kernel: f[7].to_string(),
                 date: f[8].to_string(),
                 cpu: f[9].to_string(),
-                bf16_layers: if f[10] == "-" { Vec::new() } else { f[10].split(',').map(|l| l.trim().to_string()).collect() },
+                wider_layers: if f[10] == "-" { Vec::new() } else { f[10].split(',').map(|l| l.trim().to_string()).collect() },
             };
-            if row.bf16_layers.iter().any(String::is_empty) {
-                return Err(bad(n, "empty layer name in bf16_layers".into()));
-            }
-            if precision == Precision::Bf16 && !row.bf16_layers.is_empty() {
-                return Err(bad(n, "bf16_layers on a bf16 row".into()));
+            if row.wider_layers.iter().any(String::is_empty) {
+                return Err(bad(n, "empty layer name in wider_layers".into()));
             }
             if rows.iter().any(|r: &Row| r.network == row.network && r.precision == row.precision) {
                 return Err(bad(n, format!("second row for {} {}", row.network, precision.name())));
@@ -217,7 +223,7 @@ impl Table {
             "# CPU precision vs fp32 per catalog network (issue 32): written by\n\
              # `cargo run --release -p lucent-engine --example precision_eval -- --write`; read by precision.rs (auto).\n\
              # PSNR (dB) and max_diff (levels) on the 8-bit output against fp32, narrower arithmetic on every conv where it applies;\n\
-             # int8 rows: bf16_layers run bf16 (the per-layer rule), the PSNR measured so.\n",
+             # wider_layers (the per-layer rule) run one step wider: bf16 in an int8 row, fp32 in a bf16 row; the PSNR measured so.\n",
         );
         s.push_str(&COLUMNS.join("\t"));
         s.push('\n');
@@ -302,20 +308,20 @@ impl CpuPrecisions {
         }
     }
 
-    /// The conv layers of `network` that run bf16 when it runs int8 (the table's per-layer rule).
-    pub fn bf16_layers(&self, network: &str) -> &[String] {
-        self.table.row(network, Precision::Int8).map_or(&[], |r| &r.bf16_layers)
+    /// The conv layers of `network` that run one step wider when it runs at `p` (the table's
+    /// per-layer rule).
+    pub fn wider_layers(&self, network: &str, p: Precision) -> &[String] {
+        self.table.row(network, p).map_or(&[], |r| &r.wider_layers)
     }
 
     /// The backend `network` is prepared on: `fp32` on `fp32_backend` (the runtime's own), another
-    /// precision on a CPU backend with the base options at that precision (built once; int8 with
-    /// the network's layers set apart, one backend per such network), all on one worker pool.
+    /// precision on a CPU backend with the base options at that precision (built once; with the
+    /// network's layers set apart, one backend per such network), all on one worker pool.
     pub fn backend(&self, network: &str, fp32_backend: &Arc<dyn Backend>) -> Arc<dyn Backend> {
         let p = self.resolve(network);
         let layers: Vec<(String, Precision)> = match self.layers.get(network) {
             Some(l) => l.clone(),
-            None if p == Precision::Int8 => self.bf16_layers(network).iter().map(|l| (l.clone(), Precision::Bf16)).collect(),
-            None => Vec::new(),
+            None => self.wider_layers(network, p).iter().map(|l| (l.clone(), wider(p))).collect(),
         };
         if p == Precision::Fp32 && layers.is_empty() {
             return fp32_backend.clone();
@@ -340,11 +346,11 @@ impl CpuPrecisions {
     pub fn describe(&self) -> String {
         if self.all != Precision::Auto {
             let runs = CpuOptions { precision: self.all, ..self.base.clone() }.effective_bf16().1;
-            let ruled: Vec<&str> = self.table.rows.iter().filter(|r| r.precision == Precision::Int8 && !r.bf16_layers.is_empty()).map(|r| r.network.as_str()).collect();
-            return if self.all == Precision::Int8 && !ruled.is_empty() {
-                format!("{runs}; bf16 on the layers int8 loses most on, per committed measurements, in {}", ruled.join(", "))
-            } else {
+            let ruled: Vec<&str> = self.table.rows.iter().filter(|r| r.precision == self.all && !r.wider_layers.is_empty()).map(|r| r.network.as_str()).collect();
+            return if ruled.is_empty() {
                 runs
+            } else {
+                format!("{runs}; {} on the layers {} loses most on, per committed measurements, in {}", wider(self.all).name(), self.all.name(), ruled.join(", "))
             };
         }
         let mut narrow: Vec<String> = Vec::new();
@@ -352,8 +358,8 @@ impl CpuPrecisions {
             let nets: Vec<&str> = self.table.rows.iter().filter(|r| r.precision == p && self.table.auto(&r.network) == p).map(|r| r.network.as_str()).collect();
             if !nets.is_empty() {
                 let runs = CpuOptions { precision: p, ..self.base.clone() }.effective_bf16().1;
-                let ruled = nets.iter().filter(|n| p == Precision::Int8 && !self.bf16_layers(n).is_empty()).count();
-                let rule = if ruled > 0 { format!("; bf16 on the layers int8 loses most on in {ruled} of them") } else { String::new() };
+                let ruled = nets.iter().filter(|n| !self.wider_layers(n, p).is_empty()).count();
+                let rule = if ruled > 0 { format!("; {} on the layers {} loses most on in {ruled} of them", wider(p).name(), p.name()) } else { String::new() };
                 narrow.push(format!("{}: {} ({runs}{rule})", p.name(), nets.join(", ")));
             }
         }

@@ -10,7 +10,7 @@
 use lucent_core::cpu::{Bf16Kernel, ConvPolicy, CpuBackend, CpuOptions, Precision};
 use lucent_core::Backend;
 use lucent_engine::photo::image_to_raster;
-use lucent_engine::precision::{bound, measure, CpuPrecisions, Row, Table, BF16_MIN_PSNR, COMMITTED_TSV, INT8_MIN_PSNR};
+use lucent_engine::precision::{bound, measure, wider, CpuPrecisions, Row, Table, BF16_MIN_PSNR, COMMITTED_TSV, INT8_MIN_PSNR};
 use lucent_engine::{catalog, pipelines, BackendChoice, Cancel, Engine, EngineOptions, Kind, Runtime, Samples};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ fn row(network: &str, p: Precision, min_psnr: f64) -> Row {
         kernel: "bf16 (amx-bf16) on 34 of 34 convs".into(),
         date: "2026-12-02".into(),
         cpu: "test".into(),
-        bf16_layers: Vec::new(),
+        wider_layers: Vec::new(),
     }
 }
 
@@ -53,7 +53,7 @@ fn committed_table_parses_and_names_catalog_networks() {
 
 #[test]
 fn parse_rejects_malformed_tables() {
-    let header = "network\tprecision\tmin_psnr_db\tmean_psnr_db\tmax_diff\timages\tcrop\tkernel\tdate\tcpu\tbf16_layers\n";
+    let header = "network\tprecision\tmin_psnr_db\tmean_psnr_db\tmax_diff\timages\tcrop\tkernel\tdate\tcpu\twider_layers\n";
     assert!(Table::parse("").is_err(), "no header");
     assert!(Table::parse("network\tprecision\n").is_err(), "wrong header");
     assert_eq!(Table::parse(&format!("# c\n\n{header}")).unwrap().rows.len(), 0);
@@ -68,14 +68,15 @@ fn parse_rejects_malformed_tables() {
         good.replacen("\t", " ", 1),
         format!("{good}\t"),
         format!("{good}\n{good}"),
-        good.replace("\t-", "\tconv_a"),                                 // layers set apart on a bf16 row
         good.replace("\tbf16\t", "\tint8\t").replace("\t-", "\tconv_a,,conv_b"), // an empty layer name
         good.replace("\t-", ""),                                       // the old ten columns
     ] {
         assert!(Table::parse(&format!("{header}{bad}\n")).is_err(), "accepted {bad:?}");
     }
-    // int8's per-layer rule: the layers round-trip, `-` is none.
-    let ruled = Row { bf16_layers: vec!["conv_a".into(), "body.3".into()], ..row("sr/a", Precision::Int8, 46.0) };
+    // The per-layer rule: the layers round-trip (int8 and bf16 rows), `-` is none.
+    let bf16_ruled = Row { wider_layers: vec!["conv_last".into()], ..row("sr/b", Precision::Bf16, 50.2) };
+    assert_eq!(Table::parse(&format!("{header}{}\n", bf16_ruled.to_tsv())).unwrap().rows, vec![bf16_ruled]);
+    let ruled = Row { wider_layers: vec!["conv_a".into(), "body.3".into()], ..row("sr/a", Precision::Int8, 46.0) };
     assert!(ruled.to_tsv().ends_with("\tconv_a,body.3"), "{}", ruled.to_tsv());
     assert_eq!(Table::parse(&format!("{header}{}\n", ruled.to_tsv())).unwrap().rows, vec![ruled]);
     assert!(good.ends_with("\t-"), "{good}");
@@ -128,21 +129,25 @@ fn auto_picks_the_narrowest_precision_meeting_its_bound() {
     assert!(Arc::ptr_eq(&b1, &p.backend("sr/bf16-low", &own)), "one backend per precision");
 }
 
-/// int8's per-layer rule: an int8 row's `bf16_layers` run bf16 wherever that network runs int8
-/// (`auto` or an explicit `int8`), on a backend of its own (sharing the pool), which says so.
+/// The per-layer rule: an int8 row's `wider_layers` run bf16 wherever that network runs int8
+/// (`auto` or an explicit `int8`), a bf16 row's run fp32, on a backend of its own (sharing the
+/// pool), which says so.
 #[test]
 fn int8_rows_set_their_worst_layers_apart() {
     let t = Table {
         rows: vec![
-            Row { bf16_layers: vec!["body.7".into(), "body.9".into()], ..row("sr/ruled", Precision::Int8, 46.0) },
+            Row { wider_layers: vec!["body.7".into(), "body.9".into()], ..row("sr/ruled", Precision::Int8, 46.0) },
             row("sr/plain", Precision::Int8, 47.0),
-            row("sr/bf16", Precision::Bf16, 52.0),
+            Row { wider_layers: vec!["head".into()], ..row("sr/bf16", Precision::Bf16, 52.0) },
         ],
     };
     let own: Arc<dyn Backend> = Arc::new(CpuBackend::with_options(&CpuOptions { threads: Some(1), ..Default::default() }));
     let p = CpuPrecisions::with_table(CpuOptions { threads: Some(1), ..Default::default() }, t.clone());
-    assert_eq!(p.bf16_layers("sr/ruled"), ["body.7".to_string(), "body.9".to_string()]);
-    assert!(p.bf16_layers("sr/plain").is_empty() && p.bf16_layers("sr/bf16").is_empty() && p.bf16_layers("sr/none").is_empty());
+    assert_eq!(wider(Precision::Int8), Precision::Bf16);
+    assert_eq!(wider(Precision::Bf16), Precision::Fp32);
+    assert_eq!(p.wider_layers("sr/ruled", Precision::Int8), ["body.7".to_string(), "body.9".to_string()]);
+    assert_eq!(p.wider_layers("sr/bf16", Precision::Bf16), ["head".to_string()]);
+    assert!(p.wider_layers("sr/plain", Precision::Int8).is_empty() && p.wider_layers("sr/ruled", Precision::Bf16).is_empty() && p.wider_layers("sr/none", Precision::Int8).is_empty());
     if p.resolve("sr/ruled") == Precision::Int8 {
         let (ruled, plain) = (p.backend("sr/ruled", &own), p.backend("sr/plain", &own));
         assert!(!Arc::ptr_eq(&ruled, &plain), "the ruled network has a backend of its own");
@@ -150,6 +155,11 @@ fn int8_rows_set_their_worst_layers_apart() {
         assert!(info.starts_with("int8") && info.contains("per-layer rule: 2 "), "{info}");
         assert!(!plain.info().cpu_precision.unwrap().contains("per-layer"));
         assert!(p.describe().contains("bf16 on the layers int8 loses most on in 1 of them"), "{}", p.describe());
+    }
+    if p.resolve("sr/bf16") == Precision::Bf16 {
+        let b = p.backend("sr/bf16", &own).info().cpu_precision.unwrap();
+        assert!(b.starts_with("bf16") && b.ends_with("per-layer rule: 1 fp32 conv layer(s) set apart"), "{b}");
+        assert!(p.describe().contains("fp32 on the layers bf16 loses most on in 1 of them"), "{}", p.describe());
     } else {
         eprintln!("no int8 unit here: the ruled network resolves to {}", p.resolve("sr/ruled").name());
     }
@@ -183,14 +193,14 @@ fn engine_applies_auto_on_the_cpu_only() {
         }
     }
     assert_eq!(rt.cpu_precision_of("own/abc/model.pth"), Some(Precision::Fp32));
-    // An explicit precision: every network on the one backend, no per-network choice; except
-    // int8, whose per-layer rule needs one backend per ruled network.
-    for p in [Precision::Fp32, Precision::Bf16] {
-        assert_eq!(engine(p).runtime().cpu_precision_of(catalog::GENERAL_X4V3), None);
+    // An explicit fp32: every network on the one backend, no per-network choice; bf16 and int8
+    // every network at that precision, with the table's per-layer rule where it has one.
+    assert_eq!(engine(Precision::Fp32).runtime().cpu_precision_of(catalog::GENERAL_X4V3), None);
+    for p in [Precision::Bf16, Precision::Int8] {
+        let e = engine(p);
+        assert_eq!(e.runtime().cpu_precision_of(catalog::GENERAL_X4V3), Some(p));
+        assert_eq!(e.runtime().cpu_precision_of("own/abc/model.pth"), Some(p));
     }
-    let e = engine(Precision::Int8);
-    assert_eq!(e.runtime().cpu_precision_of(catalog::GENERAL_X4V3), Some(Precision::Int8));
-    assert_eq!(e.runtime().cpu_precision_of("own/abc/model.pth"), Some(Precision::Int8));
     std::fs::remove_dir_all(&dir).ok();
 }
 
