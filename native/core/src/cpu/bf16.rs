@@ -20,8 +20,8 @@
 //! multiplies the same bf16 values in fp32 (bf16 x bf16 products are exact in fp32), for CPUs
 //! without either and for tests of the layout on any CPU.
 
-pub use super::bf16_job::Job;
-use super::bf16_job::Split;
+pub use super::bf16_job::{phases, Job};
+use super::bf16_job::{run_rows, row_stride, KernelFn, Lines, Split};
 use super::epilogue::RowOps;
 use super::ptr::SendPtr;
 use crate::ncnn::model::Conv;
@@ -130,7 +130,7 @@ pub fn applies(c: &Conv) -> bool {
 
 /// A layer's weights as bf16 A tiles (see the module doc).
 pub struct Packed {
-    w: Vec<u32>,
+    w: Lines,
     oc: usize,
     ocp: usize,
     ic: usize,
@@ -145,7 +145,8 @@ pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
     let (oc, ic, kh, kw) = (c.num_output, c.num_input, c.kernel_h, c.kernel_w);
     let (ocp, icp) = (oc.div_ceil(32) * 32, ic.div_ceil(32) * 32);
     let (nob, nkc, taps) = (ocp / 16, icp / 32, kh * kw);
-    let mut w = vec![0u32; taps * nob * nkc * 256];
+    let mut buf = Lines::zeroed(taps * nob * nkc * 256);
+    let w = buf.as_mut_slice();
     for t in 0..taps {
         for o in 0..oc {
             for i in (0..ic).step_by(2) {
@@ -155,16 +156,28 @@ pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
             }
         }
     }
-    Packed { w, oc, ocp, ic, icp, kh, kw, kernel }
+    Packed { w: buf, oc, ocp, ic, icp, kh, kw, kernel }
 }
 
-/// Computes outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them) into `c` (row
-/// stride `ldc` floats). Unsafe: `c` must hold 32 rows of `ldc >= 32` floats and the CPU must run
-/// the kernel's instructions.
-type KernelFn = unsafe fn(&Job, usize, usize, *mut f32, usize);
+/// The kernel of `k` ([`KernelFn`]).
+fn kernel_fn(k: Bf16Kernel) -> KernelFn<f32> {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Amx => super::amx::kernel,
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
+        _ => kernel_emulated,
+    }
+}
 
 /// The portable kernel (bf16 values multiplied in fp32).
-unsafe fn kernel_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+unsafe fn kernel_emulated(j: &Job, ob2: usize, blocks: &[(usize, *mut f32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_emulated(j, q, ob2, c, ldc);
+    }
+}
+
+unsafe fn block_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     let mut acc = [[0f32; 32]; 32];
     for t in 0..j.kh * j.kw {
         for kc in 0..j.nkc {
@@ -194,7 +207,15 @@ unsafe fn kernel_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize
 /// pairs, each A pair a 32-bit broadcast.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+unsafe fn kernel_avx512bf16(j: &Job, ob2: usize, blocks: &[(usize, *mut f32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_avx512bf16(j, q, ob2, c, ldc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn block_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     use std::arch::x86_64::*;
     for half in 0..2 {
         for pv in 0..2 {
@@ -219,27 +240,74 @@ unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usi
     }
 }
 
+/// Kernel probe (tuning; cpu_bench `--kernels`): the fastest of `reps` passes (ns, this thread) of
+/// `kernel` over every 32 x 32 block of `rows` output rows `w` wide of an `ic` -> `oc` `k` x `k`
+/// conv (random bf16 values; no conversion or epilogue), or None when the kernel cannot run here.
+#[doc(hidden)]
+pub fn probe_kernel_ns(kernel: Bf16Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
+    kernel.supported().then_some(())?;
+    assert!(w >= 32, "probe rows are at least 32 wide");
+    let (icp, ocp, ks) = (ic.div_ceil(32) * 32, oc.div_ceil(32) * 32, row_stride(w + k - 1));
+    let rstride = icp / 2 * ks;
+    let mut seed = 0x9e37_79b9u32;
+    let mut rnd = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                let v = |s: u32| to_bf16((s % 2001) as f32 / 1000.0 - 1.0) as u32;
+                v(seed) | v(seed >> 11) << 16
+            })
+            .collect()
+    };
+    let mut x = Lines::zeroed((rows + k) * rstride + 64 + 2 * ks);
+    let nx = x.as_slice().len();
+    x.as_mut_slice().copy_from_slice(&rnd(nx));
+    let mut wt = Lines::zeroed(k * k * (ocp / 16) * (icp / 32) * 256);
+    let nw = wt.as_slice().len();
+    wt.as_mut_slice().copy_from_slice(&rnd(nw));
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: k, kw: k, nkc: icp / 32, nob: ocp / 16, w: wt.as_slice(), wsum: &[] };
+    let xblocks = Split::of(rows, w, ocp).xblocks;
+    let plane = rows * w;
+    let mut out = vec![0f32; ocp * plane];
+    let (mut scratch, mut blocks) = (vec![0f32; 32 * 32], Vec::new());
+    let _tiles = (kernel == Bf16Kernel::Amx).then(super::amx::Tiles::config);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = phases::thread_ns();
+        // SAFETY: `out` holds the ocp planes, B reads stay inside `x` (its tail), the kernel runs here.
+        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        best = best.min((phases::thread_ns() - t) as f64);
+    }
+    std::hint::black_box(&out);
+    Some(best)
+}
+
 /// Pair buffers of earlier convs, reused (a fresh one costs page faults and zeroing on every conv).
-static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+static SPARE: Mutex<Vec<Lines>> = Mutex::new(Vec::new());
 /// The largest pair buffer kept in [`SPARE`] (x4plus's 192-channel convs on 256 px tiles: 26 MB).
 const SPARE_MAX_BYTES: usize = 32 << 20;
 
 /// Converts `planes` (w x h each, `ic` of them) into `buf` in the padded pair layout:
-/// `[ph][icp/2][pw]` u32 plus a zero tail of `tail` pairs (every element is written).
+/// `[ph][icp/2][ks]` u32 (`ks` = [`row_stride`] of `pw`; the columns past `pw` hold the pad value)
+/// plus a zero tail of `tail` pairs (every element is written).
 #[allow(clippy::too_many_arguments)]
-fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
+fn convert(buf: &mut Lines, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
     let npairs = icp / 2;
-    let n = ph * npairs * pw;
-    buf.clear();
-    buf.resize(n, 0); // only the growth is written here (a reused buffer keeps its old values)
-    buf.extend(std::iter::repeat_n(0, tail));
+    let ks = row_stride(pw);
+    let n = ph * npairs * ks;
+    buf.resize(n + tail); // only the growth is zeroed here (a reused buffer keeps its old values)
+    let (body, rest) = buf.as_mut_slice().split_at_mut(n);
+    rest.fill(0);
     let pvb = to_bf16(pv) as u32;
     #[cfg(target_arch = "x86_64")]
     let wide = std::arch::is_x86_feature_detected!("avx512f");
     let x0 = pl.min(pw);
     let nx = w.min(pw - x0);
-    buf[..n].par_chunks_mut(npairs * pw).enumerate().for_each(|(yy, rows)| {
-        for (kp, row) in rows.chunks_exact_mut(pw).enumerate() {
+    body.par_chunks_mut(npairs * ks).enumerate().for_each(|(yy, rows)| {
+        let t_row = phases::start();
+        for (kp, row) in rows.chunks_exact_mut(ks).enumerate() {
             let (c0, c1) = (planes.get(2 * kp), planes.get(2 * kp + 1));
             let Some(c0) = c0 else {
                 row.fill(0); // channels past ic: zeros
@@ -266,6 +334,7 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
             }
             pack_row(seg, a, b);
         }
+        phases::add(0, t_row);
     });
 }
 
@@ -311,64 +380,46 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
 fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
     let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
-    let rstride = p.icp / 2 * pw;
-    let tail = 64 + 2 * pw + p.kw;
+    let ks = row_stride(pw);
+    let rstride = p.icp / 2 * ks;
+    let tail = 64 + 2 * ks;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
     let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
+    let t_conv = phases::start();
     convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
-    let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
-    let kernel: KernelFn = match p.kernel {
-        #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Amx => super::amx::kernel,
-        #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
-        _ => kernel_emulated,
-    };
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: p.w.as_slice(), wsum: &[] };
+    let kernel = kernel_fn(p.kernel);
     let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Bf16Kernel::Amx;
-    let full = p.oc / 32;
     (0..nitems).into_par_iter().for_each_init(
-        || vec![0f32; 32 * 32],
-        |scratch, it| {
+        || (vec![0f32; 32 * 32], Vec::new()),
+        |(scratch, blocks), it| {
             #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
             let dst = dst;
             let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
             let _tiles = amx.then(super::amx::Tiles::config);
-            for y in y0..y1 {
-                for &xb in &xblocks {
-                    let q = y * rstride + xb;
-                    let width = 32.min(ow - xb);
-                    for ob2 in 0..p.ocp / 32 {
-                        // SAFETY: a block of 32 channels x 32 outputs inside the output (ob2 <
-                        // full, 32 columns) is stored there, else into the 32 x 32 scratch and its
-                        // valid part copied out; B reads stay inside the pair buffer (its tail
-                        // covers the overrun of the last row); the kernel was chosen by what this
-                        // CPU supports (Packed::kernel is only set so); work items own their rows.
-                        unsafe {
-                            if ob2 < full && width == 32 {
-                                kernel(&job, q, ob2, dst.0.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
-                            } else {
-                                kernel(&job, q, ob2, scratch.as_mut_ptr(), 32);
-                                for o in ob2 * 32..p.oc.min(ob2 * 32 + 32) {
-                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), dst.0.add(o * plane_out + y * ow + xb), width);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            let t_k = phases::start();
+            // SAFETY: dst holds the oc planes; B reads stay inside the pair buffer (its tail covers
+            // the overrun of the last row); the kernel was chosen by what this CPU supports
+            // (Packed::kernel is only set so), with this thread's tile configuration for AMX; work
+            // items own their rows.
+            unsafe { run_rows(&job, kernel, y0, y1, ow, p.oc, &xblocks, dst.0, plane_out, scratch, blocks) };
+            phases::add(1, t_k);
+            let t_e = phases::start();
             for o in 0..p.oc {
                 // SAFETY: work items write disjoint row ranges of each output plane.
                 let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
                 ops.apply(o, y0 * ow, orow);
             }
+            phases::add(2, t_e);
         },
     );
+    phases::add(3, t_conv);
     if let Ok(mut s) = SPARE.lock() {
         // Two buffers of up to 32 MB at most are kept for the process (convs run one at a time per
         // net; two nets may overlap); bigger ones are freed.
-        if s.len() < 2 && x.capacity() * 4 <= SPARE_MAX_BYTES {
+        if s.len() < 2 && x.capacity_bytes() <= SPARE_MAX_BYTES {
             s.push(x);
         }
     }

@@ -26,7 +26,7 @@
 //! of the layout on any CPU).
 
 pub use super::bf16_job::Job;
-use super::bf16_job::Split;
+use super::bf16_job::{phases, row_stride, run_rows, KernelFn, Lines, Split};
 use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::ptr::SendPtr;
@@ -98,7 +98,7 @@ pub fn applies(c: &Conv) -> bool {
 
 /// A layer's weights as s8 A tiles, their per-channel scales and sums.
 pub struct Packed {
-    w: Vec<u32>,
+    w: Lines,
     /// Sum of each output channel's quantised weights (`ocp` entries, 0 past `oc`).
     wsum: Vec<i32>,
     /// Per output channel weight scale.
@@ -118,7 +118,8 @@ pub fn pack(c: &Conv, kernel: Int8Kernel) -> Packed {
     let (ocp, icp) = (oc.div_ceil(32) * 32, ic.div_ceil(64) * 64);
     let (nob, nkc, taps) = (ocp / 16, icp / 64, kh * kw);
     let per = ic * taps;
-    let mut w = vec![0u32; taps * nob * nkc * 256];
+    let mut buf = Lines::zeroed(taps * nob * nkc * 256);
+    let w = buf.as_mut_slice();
     let mut wsum = vec![0i32; ocp];
     let mut sw = vec![1f32; oc];
     for o in 0..oc {
@@ -136,16 +137,28 @@ pub fn pack(c: &Conv, kernel: Int8Kernel) -> Packed {
             }
         }
     }
-    Packed { w, wsum, sw, oc, ocp, ic, icp, kh, kw, kernel }
+    Packed { w: buf, wsum, sw, oc, ocp, ic, icp, kh, kw, kernel }
 }
 
-/// Computes the i32 sums of outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them)
-/// into `c` (row stride `ldc`). Unsafe: `c` must hold 32 rows of `ldc >= 32` i32, B reads must
-/// stay in the buffer and the CPU must run the kernel's instructions.
-type KernelFn = unsafe fn(&Job, &[i32], usize, usize, *mut i32, usize);
+/// The kernel of `k` ([`KernelFn`]: the i32 sums `acc`).
+fn kernel_fn(k: Int8Kernel) -> KernelFn<i32> {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        Int8Kernel::Amx => super::amx::kernel_int8,
+        #[cfg(target_arch = "x86_64")]
+        Int8Kernel::Vnni => kernel_vnni,
+        _ => kernel_emulated,
+    }
+}
 
 /// The portable kernel: `acc = sum w * v` in i32 (what TDPBSSD computes).
-unsafe fn kernel_emulated(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+unsafe fn kernel_emulated(j: &Job, ob2: usize, blocks: &[(usize, *mut i32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_emulated(j, q, ob2, c, ldc);
+    }
+}
+
+unsafe fn block_emulated(j: &Job, q: usize, ob2: usize, c: *mut i32, ldc: usize) {
     let mut acc = [[0i32; 32]; 32];
     for t in 0..j.kh * j.kw {
         for kc in 0..j.nkc {
@@ -175,7 +188,16 @@ unsafe fn kernel_emulated(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut 
 /// (16 pixels x 4 channels, flipped to u8) one vector, each weight quad a 32-bit broadcast.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn kernel_vnni(j: &Job, wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+unsafe fn kernel_vnni(j: &Job, ob2: usize, blocks: &[(usize, *mut i32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_vnni(j, q, ob2, c, ldc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn block_vnni(j: &Job, q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+    let wsum = j.wsum;
     use std::arch::x86_64::*;
     let flip = _mm512_set1_epi32(0x8080_8080u32 as i32);
     for half in 0..2 {
@@ -304,19 +326,63 @@ unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) 
     pack_row(&mut d[i..], &tail, qt)
 }
 
+/// Kernel probe (tuning; cpu_bench `--kernels`): as [`super::bf16::probe_kernel_ns`], for an int8
+/// kernel on random bytes.
+#[doc(hidden)]
+pub fn probe_kernel_ns(kernel: Int8Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
+    kernel.supported().then_some(())?;
+    assert!(w >= 32, "probe rows are at least 32 wide");
+    let (icp, ocp, ks) = (ic.div_ceil(64) * 64, oc.div_ceil(32) * 32, row_stride(w + k - 1));
+    let rstride = icp / 4 * ks;
+    let mut seed = 0x9e37_79b9u32;
+    let mut rnd = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                seed & 0x7f7f_7f7f
+            })
+            .collect()
+    };
+    let mut x = Lines::zeroed((rows + k) * rstride + 64 + 2 * ks);
+    let nx = x.as_slice().len();
+    x.as_mut_slice().copy_from_slice(&rnd(nx));
+    let mut wt = Lines::zeroed(k * k * (ocp / 16) * (icp / 64) * 256);
+    let nw = wt.as_slice().len();
+    wt.as_mut_slice().copy_from_slice(&rnd(nw));
+    let wsum = vec![0i32; ocp];
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: k, kw: k, nkc: icp / 64, nob: ocp / 16, w: wt.as_slice(), wsum: &wsum };
+    let xblocks = Split::of(rows, w, ocp).xblocks;
+    let plane = rows * w;
+    let mut out = vec![0i32; ocp * plane];
+    let (mut scratch, mut blocks) = (vec![0i32; 32 * 32], Vec::new());
+    let _tiles = (kernel == Int8Kernel::Amx).then(super::amx::Tiles::config);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = phases::thread_ns();
+        // SAFETY: as in bf16::probe_kernel_ns.
+        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        best = best.min((phases::thread_ns() - t) as f64);
+    }
+    std::hint::black_box(&out);
+    Some(best)
+}
+
 /// Quad buffers of earlier convs, reused (two kept, up to 32 MB each, as bf16's).
-static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
+static SPARE: Mutex<Vec<Lines>> = Mutex::new(Vec::new());
 const SPARE_MAX_BYTES: usize = 32 << 20;
 
 /// Measures the input's range and converts `planes` into `buf` in the padded quad layout
-/// (`[ph][icp/4][pw]` plus a zero tail of `tail` quads).
+/// (`[ph][icp/4][ks]`, `ks` the [`row_stride`] of `pw`, plus a zero tail of `tail` quads).
 #[allow(clippy::too_many_arguments)]
-fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Quant {
+fn convert(buf: &mut Lines, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Quant {
     #[cfg(target_arch = "x86_64")]
     let wide = std::arch::is_x86_feature_detected!("avx512f");
     let (lo, hi) = planes
         .par_iter()
         .map(|p| {
+            let _t = phases::Span::start(0);
             let p = &p[..w * h];
             #[cfg(target_arch = "x86_64")]
             if wide {
@@ -330,15 +396,17 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
     let (lo, hi) = if padded { (lo.min(pv), hi.max(pv)) } else { (lo, hi) };
     let qt = Quant::from_range(lo, hi);
     let nq = icp / 4;
-    let n = ph * nq * pw;
-    buf.clear();
-    buf.resize(n, 0);
-    buf.extend(std::iter::repeat_n(0, tail));
+    let ks = row_stride(pw);
+    let n = ph * nq * ks;
+    buf.resize(n + tail);
+    let (body, rest) = buf.as_mut_slice().split_at_mut(n);
+    rest.fill(0);
     let x0 = pl.min(pw);
     let nx = w.min(pw - x0);
-    buf[..n].par_chunks_mut(nq * pw).enumerate().for_each(|(yy, rows)| {
+    body.par_chunks_mut(nq * ks).enumerate().for_each(|(yy, rows)| {
+        let t_row = phases::start();
         let iy = yy as isize - pt as isize;
-        for (kp, row) in rows.chunks_exact_mut(pw).enumerate() {
+        for (kp, row) in rows.chunks_exact_mut(ks).enumerate() {
             let chans = [0, 1, 2, 3].map(|b| planes.get(4 * kp + b));
             if chans[0].is_none() {
                 row.fill(0);
@@ -363,6 +431,7 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
             }
             pack_row(seg, &src, qt);
         }
+        phases::add(0, t_row);
     });
     qt
 }
@@ -395,58 +464,34 @@ pub fn conv_once(c: &Conv, kernel: Int8Kernel, x: &Tensor) -> Result<Tensor> {
 fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
     let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
-    let rstride = p.icp / 4 * pw;
-    let tail = 64 + 2 * pw + p.kw;
+    let ks = row_stride(pw);
+    let rstride = p.icp / 4 * ks;
+    let tail = 64 + 2 * ks;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
     let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
+    let t_conv = phases::start();
     let qt = convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
     // Dequantisation: out = (acc - comp[o]) * mul[o].
     let zq = qt.zp as i32 - 128;
     let comp: Vec<i32> = p.wsum[..p.oc].iter().map(|&s| s.wrapping_mul(zq)).collect();
     let mul: Vec<f32> = p.sw.iter().map(|&s| s * qt.scale).collect();
-    let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: &p.w };
-    let kernel: KernelFn = match p.kernel {
-        #[cfg(target_arch = "x86_64")]
-        Int8Kernel::Amx => super::amx::kernel_int8,
-        #[cfg(target_arch = "x86_64")]
-        Int8Kernel::Vnni => kernel_vnni,
-        _ => kernel_emulated,
-    };
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: p.w.as_slice(), wsum: &p.wsum };
+    let kernel = kernel_fn(p.kernel);
     let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Int8Kernel::Amx;
-    let full = p.oc / 32;
-    let wsum = &p.wsum;
     (0..nitems).into_par_iter().for_each_init(
-        || vec![0i32; 32 * 32],
-        |scratch, it| {
+        || (vec![0i32; 32 * 32], Vec::new()),
+        |(scratch, blocks), it| {
             #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
             let dst = dst;
-            let out = dst.0 as *mut i32;
             let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
             let _tiles = amx.then(super::amx::Tiles::config);
-            for y in y0..y1 {
-                for &xb in &xblocks {
-                    let q = y * rstride + xb;
-                    let width = 32.min(ow - xb);
-                    for ob2 in 0..p.ocp / 32 {
-                        // SAFETY: as in bf16::forward_into: full blocks inside the output are
-                        // stored there (i32 in the f32 slots, converted below), others through the
-                        // scratch; B reads stay inside the quad buffer (its tail); the kernel was
-                        // chosen by what this CPU runs; work items own their rows.
-                        unsafe {
-                            if ob2 < full && width == 32 {
-                                kernel(&job, wsum, q, ob2, out.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
-                            } else {
-                                kernel(&job, wsum, q, ob2, scratch.as_mut_ptr(), 32);
-                                for o in ob2 * 32..p.oc.min(ob2 * 32 + 32) {
-                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), out.add(o * plane_out + y * ow + xb), width);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            let t_k = phases::start();
+            // SAFETY: as in bf16::forward_into (the i32 sums in the f32 slots, converted below).
+            unsafe { run_rows(&job, kernel, y0, y1, ow, p.oc, &xblocks, dst.0 as *mut i32, plane_out, scratch, blocks) };
+            phases::add(1, t_k);
+            let t_e = phases::start();
             for o in 0..p.oc {
                 // SAFETY: work items write disjoint row ranges of each output plane.
                 let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
@@ -456,10 +501,12 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
                 }
                 ops.apply(o, y0 * ow, orow);
             }
+            phases::add(2, t_e);
         },
     );
+    phases::add(3, t_conv);
     if let Ok(mut s) = SPARE.lock() {
-        if s.len() < 2 && x.capacity() * 4 <= SPARE_MAX_BYTES {
+        if s.len() < 2 && x.capacity_bytes() <= SPARE_MAX_BYTES {
             s.push(x);
         }
     }
