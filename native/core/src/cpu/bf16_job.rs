@@ -34,11 +34,6 @@ impl Lines {
         // SAFETY: as in as_slice.
         unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr() as *mut u32, self.0.len() * 16) }
     }
-
-    /// Bytes held.
-    pub fn capacity_bytes(&self) -> usize {
-        self.0.capacity() * 64
-    }
 }
 
 /// The row stride (elements) of a converted input `pw` columns wide: a multiple of 16 (64 bytes).
@@ -155,15 +150,15 @@ pub mod phases {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
     static ON: AtomicBool = AtomicBool::new(false);
-    static NS: [AtomicU64; 4] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-    pub const NAMES: [&str; 4] = ["convert", "kernels", "epilogue", "conv"];
+    static NS: [AtomicU64; 5] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    pub const NAMES: [&str; 5] = ["convert", "kernels", "epilogue", "conv", "int8 range"];
 
     pub fn set_phase_timing(on: bool) {
         ON.store(on, Relaxed);
     }
 
     /// The totals in ms since the last call, and resets them.
-    pub fn take_ms() -> [f64; 4] {
+    pub fn take_ms() -> [f64; 5] {
         NS.each_ref().map(|a| a.swap(0, Relaxed) as f64 / 1e6)
     }
 

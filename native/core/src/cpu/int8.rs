@@ -4,20 +4,20 @@
 //!
 //! Quantisation: weights symmetric per output channel (`sw[o] = max|w| / 127`, values rounded to
 //! -127..127), packed once with their sums `wsum[o]`; activations per tensor, asymmetric, from the
-//! conv input's actual range measured in the conversion pass (`sa = (hi - lo) / 255`, the range
+//! conv input's actual range measured over all of it first (`sa = (hi - lo) / 255`, the range
 //! covering the pad value; zero point `zp = round(-lo / sa)`, `q = clamp(round(x / sa) + zp, 0, 255)`).
 //! The buffer stores `v = q - 128` as s8, and every kernel computes the same integer
 //! `acc[o] = sum w_q * v` (exact, i32); the output is `sa * sw[o] * (acc - (zp - 128) * wsum[o])`,
 //! written into the conv's fp32 epilogue ([`RowOps`]).
 //!
-//! Layout: the input converted once into zero-padded channel quads, `[Hp][ic/4][Wp]` of u32 (byte
+//! Layout: per work item, its input rows converted into zero-padded channel quads, `[rows][ic/4][Ws]` of u32 (byte
 //! `i` of a quad: channel `4k + i`; `ic` rounded up to 64, channels past `ic` 0). That is
 //! [`super::bf16`]'s pair layout with four bytes where it has two bf16 values, so the kernels read
 //! it through the same [`Job`] (its "pairs" are quads here, `nkc` counts 64-channel chunks): each
 //! tap is a shifted GEMM, the B tile of outputs `(y, x .. x + 16)` starting at padded row `y + dy`,
 //! column `x + dx`; weights are `[tap][oc/16][ic/64]` blocks of 16 outputs x 16 quads (1 KB).
 //!
-//! Kernels ([`Int8Kernel`]), one call = 32 output channels x 32 outputs of a row, as i32 into the
+//! Kernels ([`Int8Kernel`]), one block = 32 output channels x 32 outputs of a row, as i32 into the
 //! output planes (converted in place to fp32 before the epilogue): AMX (`TDPBSSD`, s8 x s8: the
 //! activations sit in the B tile, whose TDPBUSD operand is the signed one, so the stored s8 `v` is
 //! used as is), AVX512-VNNI `vpdpbusd` (u8 x s8: each B row is flipped back to `q = v ^ 0x80` and
@@ -36,7 +36,7 @@ use crate::reference::{self, ConvGeometry};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::fmt;
-use std::sync::Mutex;
+use std::cell::RefCell;
 
 /// Which int8 kernel runs (lowest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -369,20 +369,21 @@ pub fn probe_kernel_ns(kernel: Int8Kernel, ic: usize, oc: usize, k: usize, w: us
     Some(best)
 }
 
-/// Quad buffers of earlier convs, reused (two kept, up to 32 MB each, as bf16's).
-static SPARE: Mutex<Vec<Lines>> = Mutex::new(Vec::new());
-const SPARE_MAX_BYTES: usize = 32 << 20;
+thread_local! {
+    /// Each pool thread's quad buffer for its work items (reused: a fresh one costs page faults).
+    static QUADS: RefCell<Lines> = RefCell::new(Lines::default());
+}
 
-/// Measures the input's range and converts `planes` into `buf` in the padded quad layout
-/// (`[ph][icp/4][ks]`, `ks` the [`row_stride`] of `pw`, plus a zero tail of `tail` quads).
+/// The range of the input (`planes`, w x h each; the pad value included when the conv pads),
+/// measured in parallel over the planes.
 #[allow(clippy::too_many_arguments)]
-fn convert(buf: &mut Lines, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Quant {
+fn measure(planes: &[&[f32]], w: usize, h: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32) -> Quant {
     #[cfg(target_arch = "x86_64")]
     let wide = std::arch::is_x86_feature_detected!("avx512f");
     let (lo, hi) = planes
         .par_iter()
         .map(|p| {
-            let _t = phases::Span::start(0);
+            let _t = phases::Span::start(4);
             let p = &p[..w * h];
             #[cfg(target_arch = "x86_64")]
             if wide {
@@ -394,27 +395,56 @@ fn convert(buf: &mut Lines, planes: &[&[f32]], w: usize, h: usize, icp: usize, p
         .reduce(|| (f32::INFINITY, f32::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
     let padded = pt > 0 || pl > 0 || ph > h + pt || pw > w + pl;
     let (lo, hi) = if padded { (lo.min(pv), hi.max(pv)) } else { (lo, hi) };
-    let qt = Quant::from_range(lo, hi);
-    let nq = icp / 4;
-    let ks = row_stride(pw);
-    let n = ph * nq * ks;
-    buf.resize(n + tail);
-    let (body, rest) = buf.as_mut_slice().split_at_mut(n);
-    rest.fill(0);
-    let x0 = pl.min(pw);
-    let nx = w.min(pw - x0);
-    body.par_chunks_mut(nq * ks).enumerate().for_each(|(yy, rows)| {
-        let t_row = phases::start();
-        let iy = yy as isize - pt as isize;
-        for (kp, row) in rows.chunks_exact_mut(ks).enumerate() {
-            let chans = [0, 1, 2, 3].map(|b| planes.get(4 * kp + b));
+    Quant::from_range(lo, hi)
+}
+
+/// How a conv input is converted into the padded quad layout: `[row][icp/4][ks]` u32 (`ks` the
+/// [`row_stride`] of `pw`; the columns past `pw` hold the pad value).
+struct Convert<'a> {
+    planes: &'a [&'a [f32]],
+    w: usize,
+    h: usize,
+    nq: usize,
+    ks: usize,
+    pt: usize,
+    /// First column of the image in a padded row, and the image columns it holds.
+    x0: usize,
+    nx: usize,
+    /// The pad value's byte.
+    pb: u32,
+    qt: Quant,
+    wide: bool,
+}
+
+impl<'a> Convert<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(planes: &'a [&'a [f32]], w: usize, h: usize, icp: usize, pw: usize, pt: usize, pl: usize, pv: f32, qt: Quant) -> Self {
+        let x0 = pl.min(pw);
+        #[cfg(target_arch = "x86_64")]
+        let wide = std::arch::is_x86_feature_detected!("avx512f");
+        #[cfg(not(target_arch = "x86_64"))]
+        let wide = false;
+        Convert { planes, w, h, nq: icp / 4, ks: row_stride(pw), pt, x0, nx: w.min(pw - x0), pb: qt.byte(pv), qt, wide }
+    }
+
+    /// Padded rows `yy0 ..` into `out` (whole rows of `nq * ks` quads; every element written).
+    fn rows(&self, out: &mut [u32], yy0: usize) {
+        for (i, rows) in out.chunks_exact_mut(self.nq * self.ks).enumerate() {
+            self.row(rows, yy0 + i);
+        }
+    }
+
+    fn row(&self, rows: &mut [u32], yy: usize) {
+        let (w, x0, nx) = (self.w, self.x0, self.nx);
+        let iy = yy as isize - self.pt as isize;
+        for (kp, row) in rows.chunks_exact_mut(self.ks).enumerate() {
+            let chans = [0, 1, 2, 3].map(|b| self.planes.get(4 * kp + b));
             if chans[0].is_none() {
                 row.fill(0);
                 continue;
             }
-            let pb = qt.byte(pv);
-            let pad = chans.iter().enumerate().fold(0u32, |a, (b, c)| if c.is_some() { a | pb << (8 * b) } else { a });
-            if iy < 0 || iy >= h as isize {
+            let pad = chans.iter().enumerate().fold(0u32, |a, (b, c)| if c.is_some() { a | self.pb << (8 * b) } else { a });
+            if iy < 0 || iy >= self.h as isize {
                 row.fill(pad);
                 continue;
             }
@@ -424,16 +454,14 @@ fn convert(buf: &mut Lines, planes: &[&[f32]], w: usize, h: usize, icp: usize, p
             let src = chans.map(|c| c.map(|p| &p[iy * w..iy * w + nx]));
             let seg = &mut row[x0..x0 + nx];
             #[cfg(target_arch = "x86_64")]
-            if wide {
-                // SAFETY: as above.
-                unsafe { pack_row_avx512(seg, &src, qt) };
+            if self.wide {
+                // SAFETY: `wide` is set only when the CPU has AVX-512F.
+                unsafe { pack_row_avx512(seg, &src, self.qt) };
                 continue;
             }
-            pack_row(seg, &src, qt);
+            pack_row(seg, &src, self.qt);
         }
-        phases::add(0, t_row);
-    });
-    qt
+    }
 }
 
 /// The int8 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w tensor.
@@ -460,22 +488,23 @@ pub fn conv_once(c: &Conv, kernel: Int8Kernel, x: &Tensor) -> Result<Tensor> {
     Ok(pool.install(|| forward(c, &p, &planes, x.w, x.h, g, &ops)))
 }
 
+/// As [`super::bf16`]'s: per work item, its input rows converted into this thread's quad buffer,
+/// the kernels, then the dequantisation and epilogue on its output rows; the input's range is
+/// measured first, over all of it.
 #[allow(clippy::too_many_arguments)]
 fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
     let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
-    let ks = row_stride(pw);
-    let rstride = p.icp / 4 * ks;
-    let tail = 64 + 2 * ks;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
-    let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
     let t_conv = phases::start();
-    let qt = convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
+    let qt = measure(planes, w, h, ph, pw, g.pad_top, g.pad_left, c.pad_value);
+    let cv = Convert::new(planes, w, h, p.icp, pw, g.pad_top, g.pad_left, c.pad_value, qt);
+    let rstride = cv.nq * cv.ks;
+    let tail = 64 + 2 * cv.ks;
     // Dequantisation: out = (acc - comp[o]) * mul[o].
     let zq = qt.zp as i32 - 128;
     let comp: Vec<i32> = p.wsum[..p.oc].iter().map(|&s| s.wrapping_mul(zq)).collect();
     let mul: Vec<f32> = p.sw.iter().map(|&s| s * qt.scale).collect();
-    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: p.w.as_slice(), wsum: &p.wsum };
     let kernel = kernel_fn(p.kernel);
     let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
@@ -486,11 +515,21 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
             #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
             let dst = dst;
             let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
-            let _tiles = amx.then(super::amx::Tiles::config);
-            let t_k = phases::start();
-            // SAFETY: as in bf16::forward_into (the i32 sums in the f32 slots, converted below).
-            unsafe { run_rows(&job, kernel, y0, y1, ow, p.oc, &xblocks, dst.0 as *mut i32, plane_out, scratch, blocks) };
-            phases::add(1, t_k);
+            QUADS.with_borrow_mut(|x| {
+                let t_c = phases::start();
+                let n = (y1 - y0 + p.kh - 1) * rstride;
+                x.resize(n + tail);
+                let (body, rest) = x.as_mut_slice().split_at_mut(n);
+                rest[..tail].fill(0);
+                cv.rows(body, y0);
+                phases::add(0, t_c);
+                let job = Job { x: x.as_slice(), kstride: cv.ks, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: p.w.as_slice(), wsum: &p.wsum };
+                let _tiles = amx.then(super::amx::Tiles::config);
+                let t_k = phases::start();
+                // SAFETY: as in bf16::forward_into (the i32 sums in the f32 slots, converted below).
+                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, dst.0.add(y0 * ow) as *mut i32, plane_out, scratch, blocks) };
+                phases::add(1, t_k);
+            });
             let t_e = phases::start();
             for o in 0..p.oc {
                 // SAFETY: work items write disjoint row ranges of each output plane.
@@ -505,9 +544,4 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
         },
     );
     phases::add(3, t_conv);
-    if let Ok(mut s) = SPARE.lock() {
-        if s.len() < 2 && x.capacity_bytes() <= SPARE_MAX_BYTES {
-            s.push(x);
-        }
-    }
 }
