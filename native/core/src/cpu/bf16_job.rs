@@ -85,10 +85,12 @@ impl Job<'_> {
 pub type KernelFn<T> = unsafe fn(&Job, usize, &[(usize, *mut T)], usize);
 
 /// The output rows `y0 .. y1` (all channels) of a conv computed by `kernel` into `dst` (`oc`
-/// planes of `oh` x `ow`, `plane` elements apart): per 32 channels, the blocks of those rows in one
-/// kernel call (so a pipelined kernel flows from block to block), stored straight into the planes,
-/// or one by one through `scratch` (32 x 32) for the channels past a multiple of 32 and rows
-/// narrower than 32.
+/// planes of `oh` x `ow`, `plane` elements apart): per 32 channels, the blocks of those rows at
+/// multiples of 32 columns in one kernel call (their A tiles stay in cache from block to block),
+/// stored straight into the planes; one by one through `scratch` (32 x 32), of which only the
+/// columns not stored yet are copied out, the last block of a row that overlaps the one before
+/// (the kernels may store a block in passes, each adding to what the last one stored, so blocks
+/// stored in place must not overlap), the channels past a multiple of 32 and rows narrower than 32.
 ///
 /// # Safety
 /// `dst` must hold the `oc` planes, `job` must be the conv's layout (B reads inside `x`), the
@@ -97,20 +99,23 @@ pub type KernelFn<T> = unsafe fn(&Job, usize, &[(usize, *mut T)], usize);
 pub unsafe fn run_rows<T: Copy>(job: &Job, kernel: KernelFn<T>, y0: usize, y1: usize, ow: usize, oc: usize, xblocks: &[usize], dst: *mut T, plane: usize, scratch: &mut [T], blocks: &mut Vec<(usize, *mut T)>) {
     let full = oc / 32;
     for ob2 in 0..job.nob / 2 {
-        if ob2 < full && ow >= 32 {
+        let direct = ob2 < full && ow >= 32;
+        if direct {
             blocks.clear();
             for y in y0..y1 {
-                blocks.extend(xblocks.iter().map(|&xb| (y * job.rstride + xb, dst.add(ob2 * 32 * plane + y * ow + xb))));
+                blocks.extend(xblocks.iter().filter(|&&xb| xb % 32 == 0).map(|&xb| (y * job.rstride + xb, dst.add(ob2 * 32 * plane + y * ow + xb))));
             }
             kernel(job, ob2, blocks, plane);
-            continue;
         }
+        // Columns from here on are not stored yet by the direct blocks.
+        let done = if direct { ow / 32 * 32 } else { 0 };
         for y in y0..y1 {
-            for &xb in xblocks {
+            for &xb in xblocks.iter().filter(|&&xb| !direct || xb % 32 != 0) {
                 kernel(job, ob2, &[(y * job.rstride + xb, scratch.as_mut_ptr())], 32);
-                let width = 32.min(ow - xb);
+                let c0 = xb.max(done);
+                let width = (xb + 32).min(ow) - c0;
                 for o in ob2 * 32..oc.min(ob2 * 32 + 32) {
-                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), dst.add(o * plane + y * ow + xb), width);
+                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32 + c0 - xb), dst.add(o * plane + y * ow + c0), width);
                 }
             }
         }
