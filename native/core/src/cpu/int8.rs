@@ -295,31 +295,31 @@ fn pack_row(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
     }
 }
 
-/// [`pack_row`] with AVX-512F: 16 pixels of the four channels at a time (`vcvtps2dq` rounds to
-/// nearest even as `round_ties_even` does, the saturating narrow to s8 is the clamp, so the bytes
-/// are the scalar loop's), interleaved into quads; the tail by the scalar loop.
+/// [`pack_row`] with AVX-512 (F + BW): 16 pixels of the four channels at a time (`vcvtps2dq`
+/// rounds to nearest even as `round_ties_even` does; the two saturating packs, i32 to i16 to i8,
+/// are the clamp, so the bytes are the scalar loop's), then one in-lane byte shuffle into quads
+/// (each 128-bit lane holds 4 pixels of the 4 channels); the tail by the scalar loop.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
     use std::arch::x86_64::*;
     let n = d.len();
     let inv = _mm512_set1_ps(qt.inv);
     let zp = _mm512_set1_epi32(qt.zp as i32 - 128);
-    let lane = |r: Option<&[f32]>, i: usize| -> __m128i {
+    let lane = |r: Option<&[f32]>, i: usize| -> __m512i {
         match r {
-            Some(r) => _mm512_cvtsepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r.as_ptr().add(i)), inv)), zp)),
-            None => _mm_setzero_si128(),
+            Some(r) => _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r.as_ptr().add(i)), inv)), zp),
+            None => _mm512_setzero_si512(),
         }
     };
+    // In each lane, bytes [a0..a3 b0..b3 c0..c3 e0..e3] -> [a0 b0 c0 e0 a1 b1 c1 e1 ...].
+    let quads = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     let mut i = 0;
     while i + 16 <= n {
-        let (a, b, c, e) = (lane(rows[0], i), lane(rows[1], i), lane(rows[2], i), lane(rows[3], i));
-        let (ab0, ab1, ce0, ce1) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(c, e), _mm_unpackhi_epi8(c, e));
-        let p = d.as_mut_ptr().add(i) as *mut __m128i;
-        _mm_storeu_si128(p, _mm_unpacklo_epi16(ab0, ce0));
-        _mm_storeu_si128(p.add(1), _mm_unpackhi_epi16(ab0, ce0));
-        _mm_storeu_si128(p.add(2), _mm_unpacklo_epi16(ab1, ce1));
-        _mm_storeu_si128(p.add(3), _mm_unpackhi_epi16(ab1, ce1));
+        let ab = _mm512_packs_epi32(lane(rows[0], i), lane(rows[1], i));
+        let ce = _mm512_packs_epi32(lane(rows[2], i), lane(rows[3], i));
+        let v = _mm512_shuffle_epi8(_mm512_packs_epi16(ab, ce), quads);
+        _mm512_storeu_si512(d.as_mut_ptr().add(i) as *mut _, v);
         i += 16;
     }
     let tail = rows.map(|r| r.map(|r| &r[i..]));
@@ -421,7 +421,7 @@ impl<'a> Convert<'a> {
     fn new(planes: &'a [&'a [f32]], w: usize, h: usize, icp: usize, pw: usize, pt: usize, pl: usize, pv: f32, qt: Quant) -> Self {
         let x0 = pl.min(pw);
         #[cfg(target_arch = "x86_64")]
-        let wide = std::arch::is_x86_feature_detected!("avx512f");
+        let wide = std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw");
         #[cfg(not(target_arch = "x86_64"))]
         let wide = false;
         Convert { planes, w, h, nq: icp / 4, ks: row_stride(pw), pt, x0, nx: w.min(pw - x0), pb: qt.byte(pv), qt, wide }
@@ -455,7 +455,7 @@ impl<'a> Convert<'a> {
             let seg = &mut row[x0..x0 + nx];
             #[cfg(target_arch = "x86_64")]
             if self.wide {
-                // SAFETY: `wide` is set only when the CPU has AVX-512F.
+                // SAFETY: `wide` is set only when the CPU has AVX-512F and BW.
                 unsafe { pack_row_avx512(seg, &src, self.qt) };
                 continue;
             }
