@@ -280,7 +280,7 @@ pub fn probe_kernel_ns(kernel: Bf16Kernel, ic: usize, oc: usize, k: usize, w: us
     for _ in 0..reps.max(1) {
         let t = phases::thread_ns();
         // SAFETY: `out` holds the ocp planes, B reads stay inside `x` (its tail), the kernel runs here.
-        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, true, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
         best = best.min((phases::thread_ns() - t) as f64);
     }
     std::hint::black_box(&out);
@@ -466,7 +466,7 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
                 // inside the pair buffer (its tail covers the overrun of the last row); the kernel
                 // was chosen by what this CPU supports (Packed::kernel is only set so), with this
                 // thread's tile configuration for AMX; work items own their rows.
-                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, dst.0.add(y0 * ow), plane_out, scratch, blocks) };
+                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, true, dst.0.add(y0 * ow), plane_out, scratch, blocks) };
                 phases::add(1, t_k);
             });
             let t_e = phases::start();

@@ -91,19 +91,29 @@ pub type KernelFn<T> = unsafe fn(&Job, usize, &[(usize, *mut T)], usize);
 /// columns not stored yet are copied out, the last block of a row that overlaps the one before
 /// (the kernels may store a block in passes, each adding to what the last one stored, so blocks
 /// stored in place must not overlap), the channels past a multiple of 32 and rows narrower than 32.
+/// `by_column`: the blocks of a column before the next column (consecutive blocks share two thirds
+/// of their B rows in a 3x3 conv: bf16 64->64 kernels ~15% faster on this Xeon), else row by row
+/// (int8: no gain measured).
 ///
 /// # Safety
 /// `dst` must hold the `oc` planes, `job` must be the conv's layout (B reads inside `x`), the
 /// kernel must run here, and no other thread may write these rows.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn run_rows<T: Copy>(job: &Job, kernel: KernelFn<T>, y0: usize, y1: usize, ow: usize, oc: usize, xblocks: &[usize], dst: *mut T, plane: usize, scratch: &mut [T], blocks: &mut Vec<(usize, *mut T)>) {
+pub unsafe fn run_rows<T: Copy>(job: &Job, kernel: KernelFn<T>, y0: usize, y1: usize, ow: usize, oc: usize, xblocks: &[usize], by_column: bool, dst: *mut T, plane: usize, scratch: &mut [T], blocks: &mut Vec<(usize, *mut T)>) {
     let full = oc / 32;
     for ob2 in 0..job.nob / 2 {
         let direct = ob2 < full && ow >= 32;
         if direct {
             blocks.clear();
-            for y in y0..y1 {
-                blocks.extend(xblocks.iter().filter(|&&xb| xb % 32 == 0).map(|&xb| (y * job.rstride + xb, dst.add(ob2 * 32 * plane + y * ow + xb))));
+            let block = |y: usize, xb: usize| (y * job.rstride + xb, dst.add(ob2 * 32 * plane + y * ow + xb));
+            if by_column {
+                for &xb in xblocks.iter().filter(|&&xb| xb % 32 == 0) {
+                    blocks.extend((y0..y1).map(|y| block(y, xb)));
+                }
+            } else {
+                for y in y0..y1 {
+                    blocks.extend(xblocks.iter().filter(|&&xb| xb % 32 == 0).map(|&xb| block(y, xb)));
+                }
             }
             kernel(job, ob2, blocks, plane);
         }

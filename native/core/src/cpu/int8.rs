@@ -362,7 +362,7 @@ pub fn probe_kernel_ns(kernel: Int8Kernel, ic: usize, oc: usize, k: usize, w: us
     for _ in 0..reps.max(1) {
         let t = phases::thread_ns();
         // SAFETY: as in bf16::probe_kernel_ns.
-        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, false, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
         best = best.min((phases::thread_ns() - t) as f64);
     }
     std::hint::black_box(&out);
@@ -527,7 +527,7 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
                 let _tiles = amx.then(super::amx::Tiles::config);
                 let t_k = phases::start();
                 // SAFETY: as in bf16::forward_into (the i32 sums in the f32 slots, converted below).
-                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, dst.0.add(y0 * ow) as *mut i32, plane_out, scratch, blocks) };
+                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, false, dst.0.add(y0 * ow) as *mut i32, plane_out, scratch, blocks) };
                 phases::add(1, t_k);
             });
             let t_e = phases::start();
