@@ -488,6 +488,21 @@ pub fn conv_once(c: &Conv, kernel: Int8Kernel, x: &Tensor) -> Result<Tensor> {
     Ok(pool.install(|| forward(c, &p, &planes, x.w, x.h, g, &ops)))
 }
 
+/// `v` (the i32 sum in an f32 slot) = `(acc - comp) * mul` in place.
+#[inline(always)]
+fn dequantise(row: &mut [f32], comp: i32, mul: f32) {
+    for v in row.iter_mut() {
+        *v = ((v.to_bits() as i32).wrapping_sub(comp)) as f32 * mul;
+    }
+}
+
+/// [`dequantise`] compiled for AVX-512F (16 lanes; the same roundings).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dequantise_avx512(row: &mut [f32], comp: i32, mul: f32) {
+    dequantise(row, comp, mul)
+}
+
 /// As [`super::bf16`]'s: per work item, its input rows converted into this thread's quad buffer,
 /// the kernels, then the dequantisation and epilogue on its output rows; the input's range is
 /// measured first, over all of it.
@@ -509,6 +524,8 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
     let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Int8Kernel::Amx;
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::arch::is_x86_feature_detected!("avx512f");
     (0..nitems).into_par_iter().for_each_init(
         || (vec![0i32; 32 * 32], Vec::new()),
         |(scratch, blocks), it| {
@@ -534,10 +551,15 @@ fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: 
             for o in 0..p.oc {
                 // SAFETY: work items write disjoint row ranges of each output plane.
                 let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
-                let (cp, m) = (comp[o], mul[o]);
-                for v in orow.iter_mut() {
-                    *v = ((v.to_bits() as i32).wrapping_sub(cp)) as f32 * m;
+                #[cfg(target_arch = "x86_64")]
+                if wide {
+                    // SAFETY: `wide` is set only when the CPU has AVX-512F.
+                    unsafe { dequantise_avx512(orow, comp[o], mul[o]) };
+                } else {
+                    dequantise(orow, comp[o], mul[o]);
                 }
+                #[cfg(not(target_arch = "x86_64"))]
+                dequantise(orow, comp[o], mul[o]);
                 ops.apply(o, y0 * ow, orow);
             }
             phases::add(2, t_e);
