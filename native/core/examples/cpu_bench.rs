@@ -9,13 +9,16 @@
 //! and the PSNR of each output against the first's (8-bit, clamped to 0..1) are printed. `--image`
 //! takes the input from a photo (centre crop, size x size) instead of the pseudo-random tensor.
 //! `--serve` uses the first precision. `--bf16-kernel amx|avx512bf16|emulated` caps the bf16 kernel
-//! (e.g. the AVX512-BF16 one on an AMX machine).
+//! (e.g. the AVX512-BF16 one on an AMX machine). `--phases` (with several precisions): after the
+//! timed runs, runs each precision `--runs` more times and prints the mean time per run of the bf16
+//! and int8 convs' phases (conversion of the input, kernels, epilogue); `--profile` prints the
+//! backend's per-op-kind times of every run.
 //! The input is a deterministic pseudo-random 3 x size x size tensor in 0..1. `--dump DIR` writes it and
 //! our output as raw little-endian f32 (`DIR/<name>.in.f32`, `DIR/<name>.out.f32`) so another engine
 //! can run the same input and compare. `--runs N` times N runs (after one warm-up) and prints each and
 //! the median; `--serve` prints `ready <gflop>` and then runs once per `run` line on stdin, answering
 //! `ms <milliseconds>`, so a driver can alternate us with another engine in one process tree.
-use lucent_core::cpu::{Bf16Kernel, CpuBackend, CpuOptions, Precision};
+use lucent_core::cpu::{Bf16Kernel, CpuBackend, CpuOptions, Int8Kernel, Precision};
 use lucent_core::ncnn::{Net, Op};
 use lucent_core::{Backend, Cancel, Tensor};
 use std::io::{BufRead, Write};
@@ -103,8 +106,30 @@ fn psnr8(a: &Tensor, b: &Tensor) -> f64 {
     }
 }
 
+/// `--kernels IC,OC,K,W,ROWS`: the bf16 and int8 kernels alone (one thread, the fastest of 20
+/// passes over the blocks of ROWS output rows W wide), as ns per pass and the share of the tile
+/// peak (TDPBF16PS 512, TDPBSSD 1024 multiply-adds a cycle) at `--ghz` (default 2.0).
+fn kernels(spec: &str, ghz: f64) {
+    let v: Vec<usize> = spec.split(',').map(|s| s.parse().expect("--kernels IC,OC,K,W,ROWS")).collect();
+    let [ic, oc, k, w, rows] = v[..] else { panic!("--kernels IC,OC,K,W,ROWS") };
+    let macs = (ic.div_ceil(32) * 32 * oc.div_ceil(32) * 32 * k * k * w.div_ceil(32) * 32 * rows) as f64;
+    for kern in Bf16Kernel::ALL.into_iter().filter(|&k| k != Bf16Kernel::Emulated) {
+        if let Some(ns) = lucent_core::cpu::bf16::probe_kernel_ns(kern, ic, oc, k, w, rows, 20) {
+            println!("kernel {kern} {ic}->{oc} {k}x{k} {w}x{rows}: {:.1} us, {:.0}% of 512 MAC/cycle at {ghz} GHz", ns / 1e3, 100.0 * macs / (ns * ghz * 512.0));
+        }
+    }
+    for kern in Int8Kernel::ALL.into_iter().filter(|&k| k != Int8Kernel::Emulated) {
+        if let Some(ns) = lucent_core::cpu::int8::probe_kernel_ns(kern, ic, oc, k, w, rows, 20) {
+            println!("kernel {kern} {ic}->{oc} {k}x{k} {w}x{rows}: {:.1} us, {:.0}% of 1024 MAC/cycle at {ghz} GHz", ns / 1e3, 100.0 * macs / (ns * ghz * 1024.0));
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(spec) = arg(&args, "--kernels") {
+        return kernels(&spec, arg(&args, "--ghz").and_then(|s| s.parse().ok()).unwrap_or(2.0));
+    }
     let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models");
     let stem = arg(&args, "--stem").unwrap_or_else(|| "sr/realesr-general-x4v3".into());
     let size: usize = arg(&args, "--size").and_then(|s| s.parse().ok()).unwrap_or(276);
@@ -118,7 +143,7 @@ fn main() {
         .map(|p| Precision::parse(p).unwrap_or_else(|| panic!("--precision {p}: expected fp32, bf16, int8 or auto")))
         .collect();
     let bf16_kernel = arg(&args, "--bf16-kernel").map(|k| Bf16Kernel::parse(&k).unwrap_or_else(|| panic!("--bf16-kernel {k}: expected amx, avx512bf16 or emulated")));
-    let backends: Vec<CpuBackend> = precisions.iter().map(|&precision| CpuBackend::with_options(&CpuOptions { threads, precision, bf16_kernel, ..Default::default() })).collect();
+    let backends: Vec<CpuBackend> = precisions.iter().map(|&precision| CpuBackend::with_options(&CpuOptions { threads, precision, bf16_kernel, profile: args.iter().any(|a| a == "--profile"), ..Default::default() })).collect();
     let be = &backends[0];
     let t_prep = Instant::now();
     let prepared_all: Vec<_> = backends.iter().map(|b| b.prepare(net.clone()).expect("prepare")).collect();
@@ -243,6 +268,23 @@ fn main() {
                 precisions[0].name(),
                 psnr8(&outs[i], &outs[0])
             );
+        }
+        if args.iter().any(|a| a == "--phases") {
+            use lucent_core::cpu::bf16::phases;
+            phases::set_phase_timing(true);
+            for (p, prep) in precisions.iter().zip(&prepared_all) {
+                phases::take_ms();
+                let n = runs.max(1);
+                let (t, c0) = (Instant::now(), cpu_ms());
+                for _ in 0..n {
+                    run_with(prep);
+                }
+                let (wall, cpu) = (t.elapsed().as_secs_f64() * 1e3 / n as f64, (cpu_ms() - c0) / n as f64);
+                let ph = phases::take_ms();
+                let parts: Vec<String> = phases::NAMES.iter().zip(ph).map(|(k, v)| format!("{k} {:.1}", v / n as f64)).collect();
+                println!("phases {}: run {wall:.1} ms wall, {cpu:.1} ms cpu; narrow convs per run (ms): {}", p.name(), parts.join(", "));
+            }
+            phases::set_phase_timing(false);
         }
         return;
     }

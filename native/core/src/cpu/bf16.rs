@@ -2,15 +2,18 @@
 //! inputs and weights, fp32 sums, the conv's fused fp32 epilogue. No Winograd here: its transforms
 //! amplify the bf16 rounding; direct bf16 costs ~55 dB PSNR against fp32 on the SR networks.
 //!
-//! Layout (no im2col): the conv's input is converted once into zero-padded bf16 channel pairs,
-//! `[Hp][ic/2][Wp]` of u32 (low half: the even channel; `ic` rounded up to 32, `Hp`/`Wp` the padded
-//! height/width with the conv's pad value; channels past `ic` are 0): the 16 pair rows of a B tile
-//! are `Wp` apart (a few pages, not 16 planes). Each tap `(dy, dx)` is a shifted GEMM whose B tile
-//! for outputs `(y, x .. x + 16)` starts at padded row `y + dy`, column `x + dx`. Weights are packed
-//! once per layer as `[tap][oc/16][ic/32]` blocks of 16 x 16 pairs (one AMX A tile, 1 KB each; `oc`
-//! rounded to 32).
+//! Layout (no im2col): each work item (a band of output rows) converts the input rows it reads
+//! (its rows plus `kh - 1`, so neighbouring items convert those twice) into zero-padded bf16
+//! channel pairs in its thread's buffer, `[rows][ic/2][Ws]` of u32 (low half: the even channel;
+//! `ic` rounded up to 32, padding with the conv's pad value, `Ws` the padded width rounded up to 16
+//! so rows start on 64-byte lines; channels past `ic` are 0), and runs the kernels on it while it
+//! is in cache: the 16 pair rows of a B tile are `Ws` apart (a few pages, not 16 planes). Each tap
+//! `(dy, dx)` is a shifted GEMM whose B tile for outputs `(y, x .. x + 16)` starts at padded row
+//! `y + dy`, column `x + dx`. Weights are packed once per layer as `[tap][oc/16][ic/32]` blocks of
+//! 16 x 16 pairs (one AMX A tile, 1 KB each, 64-byte aligned; `oc` rounded to 32).
 //!
-//! One kernel call computes 32 output channels x 32 outputs of a row (fp32): blocks of 32 along
+//! A kernel block is 32 output channels x 32 outputs of a row (fp32; one call runs all blocks of a
+//! work item for 32 channels, so their A tiles stay in cache): blocks of 32 along
 //! each row (the last overlapping the one before; a row narrower than 32 reads past its end and
 //! drops those columns), stored straight into the output planes, or through a 32 x 32 scratch for
 //! the channels past a multiple of 32 and for narrow rows. The epilogue ([`RowOps`]) then runs on
@@ -20,8 +23,8 @@
 //! multiplies the same bf16 values in fp32 (bf16 x bf16 products are exact in fp32), for CPUs
 //! without either and for tests of the layout on any CPU.
 
-pub use super::bf16_job::Job;
-use super::bf16_job::Split;
+pub use super::bf16_job::{phases, Job};
+use super::bf16_job::{run_rows, row_stride, KernelFn, Lines, Split};
 use super::epilogue::RowOps;
 use super::ptr::SendPtr;
 use crate::ncnn::model::Conv;
@@ -29,7 +32,7 @@ use crate::reference::ConvGeometry;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::fmt;
-use std::sync::Mutex;
+use std::cell::RefCell;
 
 /// Which bf16 kernel runs (lowest first; a cap picks the best at or below it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -130,7 +133,7 @@ pub fn applies(c: &Conv) -> bool {
 
 /// A layer's weights as bf16 A tiles (see the module doc).
 pub struct Packed {
-    w: Vec<u32>,
+    w: Lines,
     oc: usize,
     ocp: usize,
     ic: usize,
@@ -145,7 +148,8 @@ pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
     let (oc, ic, kh, kw) = (c.num_output, c.num_input, c.kernel_h, c.kernel_w);
     let (ocp, icp) = (oc.div_ceil(32) * 32, ic.div_ceil(32) * 32);
     let (nob, nkc, taps) = (ocp / 16, icp / 32, kh * kw);
-    let mut w = vec![0u32; taps * nob * nkc * 256];
+    let mut buf = Lines::zeroed(taps * nob * nkc * 256);
+    let w = buf.as_mut_slice();
     for t in 0..taps {
         for o in 0..oc {
             for i in (0..ic).step_by(2) {
@@ -155,16 +159,28 @@ pub fn pack(c: &Conv, kernel: Bf16Kernel) -> Packed {
             }
         }
     }
-    Packed { w, oc, ocp, ic, icp, kh, kw, kernel }
+    Packed { w: buf, oc, ocp, ic, icp, kh, kw, kernel }
 }
 
-/// Computes outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them) into `c` (row
-/// stride `ldc` floats). Unsafe: `c` must hold 32 rows of `ldc >= 32` floats and the CPU must run
-/// the kernel's instructions.
-type KernelFn = unsafe fn(&Job, usize, usize, *mut f32, usize);
+/// The kernel of `k` ([`KernelFn`]).
+fn kernel_fn(k: Bf16Kernel) -> KernelFn<f32> {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Amx => super::amx::kernel,
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
+        _ => kernel_emulated,
+    }
+}
 
 /// The portable kernel (bf16 values multiplied in fp32).
-unsafe fn kernel_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+unsafe fn kernel_emulated(j: &Job, ob2: usize, blocks: &[(usize, *mut f32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_emulated(j, q, ob2, c, ldc);
+    }
+}
+
+unsafe fn block_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     let mut acc = [[0f32; 32]; 32];
     for t in 0..j.kh * j.kw {
         for kc in 0..j.nkc {
@@ -194,7 +210,15 @@ unsafe fn kernel_emulated(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize
 /// pairs, each A pair a 32-bit broadcast.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
+unsafe fn kernel_avx512bf16(j: &Job, ob2: usize, blocks: &[(usize, *mut f32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_avx512bf16(j, q, ob2, c, ldc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn block_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usize) {
     use std::arch::x86_64::*;
     for half in 0..2 {
         for pv in 0..2 {
@@ -219,54 +243,126 @@ unsafe fn kernel_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usi
     }
 }
 
-/// Pair buffers of earlier convs, reused (a fresh one costs page faults and zeroing on every conv).
-static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
-/// The largest pair buffer kept in [`SPARE`] (x4plus's 192-channel convs on 256 px tiles: 26 MB).
-const SPARE_MAX_BYTES: usize = 32 << 20;
+/// Kernel probe (tuning; cpu_bench `--kernels`): the fastest of `reps` passes (ns, this thread) of
+/// `kernel` over every 32 x 32 block of `rows` output rows `w` wide of an `ic` -> `oc` `k` x `k`
+/// conv (random bf16 values; no conversion or epilogue), or None when the kernel cannot run here.
+#[doc(hidden)]
+pub fn probe_kernel_ns(kernel: Bf16Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
+    kernel.supported().then_some(())?;
+    assert!(w >= 32, "probe rows are at least 32 wide");
+    let (icp, ocp, ks) = (ic.div_ceil(32) * 32, oc.div_ceil(32) * 32, row_stride(w + k - 1));
+    let rstride = icp / 2 * ks;
+    let mut seed = 0x9e37_79b9u32;
+    let mut rnd = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                let v = |s: u32| to_bf16((s % 2001) as f32 / 1000.0 - 1.0) as u32;
+                v(seed) | v(seed >> 11) << 16
+            })
+            .collect()
+    };
+    let mut x = Lines::zeroed((rows + k) * rstride + 64 + 2 * ks);
+    let nx = x.as_slice().len();
+    x.as_mut_slice().copy_from_slice(&rnd(nx));
+    let mut wt = Lines::zeroed(k * k * (ocp / 16) * (icp / 32) * 256);
+    let nw = wt.as_slice().len();
+    wt.as_mut_slice().copy_from_slice(&rnd(nw));
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: k, kw: k, nkc: icp / 32, nob: ocp / 16, w: wt.as_slice(), wsum: &[] };
+    let xblocks = Split::of(rows, w, ocp).xblocks;
+    let plane = rows * w;
+    let mut out = vec![0f32; ocp * plane];
+    let (mut scratch, mut blocks) = (vec![0f32; 32 * 32], Vec::new());
+    let _tiles = (kernel == Bf16Kernel::Amx).then(super::amx::Tiles::config);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = phases::thread_ns();
+        // SAFETY: `out` holds the ocp planes, B reads stay inside `x` (its tail), the kernel runs here.
+        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, true, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        best = best.min((phases::thread_ns() - t) as f64);
+    }
+    std::hint::black_box(&out);
+    Some(best)
+}
 
-/// Converts `planes` (w x h each, `ic` of them) into `buf` in the padded pair layout:
-/// `[ph][icp/2][pw]` u32 plus a zero tail of `tail` pairs (every element is written).
-#[allow(clippy::too_many_arguments)]
-fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) {
-    let npairs = icp / 2;
-    let n = ph * npairs * pw;
-    buf.clear();
-    buf.resize(n, 0); // only the growth is written here (a reused buffer keeps its old values)
-    buf.extend(std::iter::repeat_n(0, tail));
-    let pvb = to_bf16(pv) as u32;
-    #[cfg(target_arch = "x86_64")]
-    let wide = std::arch::is_x86_feature_detected!("avx512f");
-    let x0 = pl.min(pw);
-    let nx = w.min(pw - x0);
-    buf[..n].par_chunks_mut(npairs * pw).enumerate().for_each(|(yy, rows)| {
-        for (kp, row) in rows.chunks_exact_mut(pw).enumerate() {
-            let (c0, c1) = (planes.get(2 * kp), planes.get(2 * kp + 1));
+thread_local! {
+    /// Each pool thread's pair buffer for its work items (reused: a fresh one costs page faults).
+    static PAIRS: RefCell<Lines> = RefCell::new(Lines::default());
+}
+
+/// How a conv input is converted into the padded pair layout: `[row][icp/2][ks]` u32 (`ks` =
+/// [`row_stride`] of `pw`; the columns past `pw` hold the pad value).
+struct Convert<'a> {
+    planes: &'a [&'a [f32]],
+    w: usize,
+    h: usize,
+    npairs: usize,
+    ks: usize,
+    pt: usize,
+    /// First column of the image in a padded row, and the image columns it holds.
+    x0: usize,
+    nx: usize,
+    /// The pad value as bf16.
+    pvb: u32,
+    /// The row packer: 0 portable, 1 AVX-512F, 2 AVX512-BF16 (`vcvtne2ps2bf16`).
+    isa: u8,
+}
+
+impl<'a> Convert<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(planes: &'a [&'a [f32]], w: usize, h: usize, icp: usize, pw: usize, pt: usize, pl: usize, pv: f32) -> Self {
+        let x0 = pl.min(pw);
+        #[cfg(target_arch = "x86_64")]
+        let isa = if std::arch::is_x86_feature_detected!("avx512bf16") && std::arch::is_x86_feature_detected!("avx512bw") {
+            2
+        } else {
+            std::arch::is_x86_feature_detected!("avx512f") as u8
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let isa = 0;
+        Convert { planes, w, h, npairs: icp / 2, ks: row_stride(pw), pt, x0, nx: w.min(pw - x0), pvb: to_bf16(pv) as u32, isa }
+    }
+
+    /// Padded rows `yy0 ..` into `out` (whole rows of `npairs * ks` pairs; every element written).
+    fn rows(&self, out: &mut [u32], yy0: usize) {
+        for (i, rows) in out.chunks_exact_mut(self.npairs * self.ks).enumerate() {
+            self.row(rows, yy0 + i);
+        }
+    }
+
+    fn row(&self, rows: &mut [u32], yy: usize) {
+        let (w, x0, nx) = (self.w, self.x0, self.nx);
+        let iy = yy as isize - self.pt as isize;
+        for (kp, row) in rows.chunks_exact_mut(self.ks).enumerate() {
+            let (c0, c1) = (self.planes.get(2 * kp), self.planes.get(2 * kp + 1));
             let Some(c0) = c0 else {
                 row.fill(0); // channels past ic: zeros
                 continue;
             };
-            let pad = pvb | if c1.is_some() { pvb << 16 } else { 0 };
-            let n = nx;
-            let iy = yy as isize - pt as isize;
-            if iy < 0 || iy >= h as isize {
+            let pad = self.pvb | if c1.is_some() { self.pvb << 16 } else { 0 };
+            if iy < 0 || iy >= self.h as isize {
                 row.fill(pad);
                 continue;
             }
             let iy = iy as usize;
             row[..x0].fill(pad);
-            row[x0 + n..].fill(pad);
-            let a = &c0[iy * w..iy * w + n];
-            let b = c1.map(|p1| &p1[iy * w..iy * w + n]);
-            let seg = &mut row[x0..x0 + n];
+            row[x0 + nx..].fill(pad);
+            let a = &c0[iy * w..iy * w + nx];
+            let b = c1.map(|p1| &p1[iy * w..iy * w + nx]);
+            let seg = &mut row[x0..x0 + nx];
+            // SAFETY: `isa` is set only to what the CPU has.
             #[cfg(target_arch = "x86_64")]
-            if wide {
-                // SAFETY: `wide` is set only when the CPU has AVX-512F.
-                unsafe { pack_row_avx512(seg, a, b) };
-                continue;
+            match self.isa {
+                2 => unsafe { pack_row_bf16(seg, a, b) },
+                1 => unsafe { pack_row_avx512(seg, a, b) },
+                _ => pack_row(seg, a, b),
             }
+            #[cfg(not(target_arch = "x86_64"))]
             pack_row(seg, a, b);
         }
-    });
+    }
 }
 
 /// `d[i]` = the pair (bf16 `a[i]`, bf16 `b[i]` or 0).
@@ -291,6 +387,32 @@ unsafe fn pack_row_avx512(d: &mut [u32], a: &[f32], b: Option<&[f32]>) {
 }
 
 
+/// [`pack_row`] with `vcvtne2ps2bf16` (two planes' 16 values to bf16, round to nearest even, NaN
+/// quieted as [`to_bf16`] does; denormals become zero, which [`to_bf16`] would keep) and one word
+/// permute into pairs; the tail by [`pack_row`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn pack_row_bf16(d: &mut [u32], a: &[f32], b: Option<&[f32]>) {
+    use std::arch::x86_64::*;
+    let n = d.len().min(a.len());
+    // Word j of a pair vector: j even, word j/2 of `a` (lanes 0-15); odd, of `b` (lanes 16-31).
+    let idx = _mm512_set_epi16(
+        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0,
+    );
+    let mut i = 0;
+    while i + 16 <= n {
+        let va = _mm512_loadu_ps(a.as_ptr().add(i));
+        let vb = match b {
+            Some(b) => _mm512_loadu_ps(b.as_ptr().add(i)),
+            None => _mm512_setzero_ps(),
+        };
+        let h: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(vb, va));
+        _mm512_storeu_si512(d.as_mut_ptr().add(i) as *mut _, _mm512_permutexvar_epi16(idx, h));
+        i += 16;
+    }
+    pack_row(&mut d[i..n], &a[i..n], b.map(|b| &b[i..n]));
+}
+
 /// The bf16 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w
 /// tensor (not zeroed first: every element is written before the epilogue reads it).
 pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, ops: &RowOps) -> Tensor {
@@ -307,69 +429,54 @@ pub fn forward(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: C
     Tensor::from_vec(p.oc, g.out_h, g.out_w, data)
 }
 
+/// Per work item (output rows `y0 .. y1`): its input rows converted into this thread's pair buffer
+/// (the `kh - 1` rows shared with the next item converted by both), the kernels over them, then
+/// the epilogue on its output rows, all while they are in this core's cache.
 #[allow(clippy::too_many_arguments)]
 fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
-    let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
-    let rstride = p.icp / 2 * pw;
-    let tail = 64 + 2 * pw + p.kw;
+    let pw = ow + p.kw - 1;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
-    let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
-    convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
-    let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: &p.w };
-    let kernel: KernelFn = match p.kernel {
-        #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Amx => super::amx::kernel,
-        #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Avx512Bf16 => kernel_avx512bf16,
-        _ => kernel_emulated,
-    };
+    let t_conv = phases::start();
+    let cv = Convert::new(planes, w, h, p.icp, pw, g.pad_top, g.pad_left, c.pad_value);
+    let rstride = cv.npairs * cv.ks;
+    let tail = 64 + 2 * cv.ks;
+    let kernel = kernel_fn(p.kernel);
     let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Bf16Kernel::Amx;
-    let full = p.oc / 32;
     (0..nitems).into_par_iter().for_each_init(
-        || vec![0f32; 32 * 32],
-        |scratch, it| {
+        || (vec![0f32; 32 * 32], Vec::new()),
+        |(scratch, blocks), it| {
             #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
             let dst = dst;
             let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
-            let _tiles = amx.then(super::amx::Tiles::config);
-            for y in y0..y1 {
-                for &xb in &xblocks {
-                    let q = y * rstride + xb;
-                    let width = 32.min(ow - xb);
-                    for ob2 in 0..p.ocp / 32 {
-                        // SAFETY: a block of 32 channels x 32 outputs inside the output (ob2 <
-                        // full, 32 columns) is stored there, else into the 32 x 32 scratch and its
-                        // valid part copied out; B reads stay inside the pair buffer (its tail
-                        // covers the overrun of the last row); the kernel was chosen by what this
-                        // CPU supports (Packed::kernel is only set so); work items own their rows.
-                        unsafe {
-                            if ob2 < full && width == 32 {
-                                kernel(&job, q, ob2, dst.0.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
-                            } else {
-                                kernel(&job, q, ob2, scratch.as_mut_ptr(), 32);
-                                for o in ob2 * 32..p.oc.min(ob2 * 32 + 32) {
-                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), dst.0.add(o * plane_out + y * ow + xb), width);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            PAIRS.with_borrow_mut(|x| {
+                let t_c = phases::start();
+                let n = (y1 - y0 + p.kh - 1) * rstride;
+                x.resize(n + tail);
+                let (body, rest) = x.as_mut_slice().split_at_mut(n);
+                rest[..tail].fill(0);
+                cv.rows(body, y0);
+                phases::add(0, t_c);
+                let job = Job { x: x.as_slice(), kstride: cv.ks, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 32, nob: p.ocp / 16, w: p.w.as_slice(), wsum: &[] };
+                let _tiles = amx.then(super::amx::Tiles::config);
+                let t_k = phases::start();
+                // SAFETY: dst holds the oc planes (rows y0 .. y1 from dst + y0 * ow); B reads stay
+                // inside the pair buffer (its tail covers the overrun of the last row); the kernel
+                // was chosen by what this CPU supports (Packed::kernel is only set so), with this
+                // thread's tile configuration for AMX; work items own their rows.
+                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, true, dst.0.add(y0 * ow), plane_out, scratch, blocks) };
+                phases::add(1, t_k);
+            });
+            let t_e = phases::start();
             for o in 0..p.oc {
                 // SAFETY: work items write disjoint row ranges of each output plane.
                 let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
                 ops.apply(o, y0 * ow, orow);
             }
+            phases::add(2, t_e);
         },
     );
-    if let Ok(mut s) = SPARE.lock() {
-        // Two buffers of up to 32 MB at most are kept for the process (convs run one at a time per
-        // net; two nets may overlap); bigger ones are freed.
-        if s.len() < 2 && x.capacity() * 4 <= SPARE_MAX_BYTES {
-            s.push(x);
-        }
-    }
+    phases::add(3, t_conv);
 }

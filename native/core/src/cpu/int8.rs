@@ -4,20 +4,20 @@
 //!
 //! Quantisation: weights symmetric per output channel (`sw[o] = max|w| / 127`, values rounded to
 //! -127..127), packed once with their sums `wsum[o]`; activations per tensor, asymmetric, from the
-//! conv input's actual range measured in the conversion pass (`sa = (hi - lo) / 255`, the range
+//! conv input's actual range measured over all of it first (`sa = (hi - lo) / 255`, the range
 //! covering the pad value; zero point `zp = round(-lo / sa)`, `q = clamp(round(x / sa) + zp, 0, 255)`).
 //! The buffer stores `v = q - 128` as s8, and every kernel computes the same integer
 //! `acc[o] = sum w_q * v` (exact, i32); the output is `sa * sw[o] * (acc - (zp - 128) * wsum[o])`,
 //! written into the conv's fp32 epilogue ([`RowOps`]).
 //!
-//! Layout: the input converted once into zero-padded channel quads, `[Hp][ic/4][Wp]` of u32 (byte
+//! Layout: per work item, its input rows converted into zero-padded channel quads, `[rows][ic/4][Ws]` of u32 (byte
 //! `i` of a quad: channel `4k + i`; `ic` rounded up to 64, channels past `ic` 0). That is
 //! [`super::bf16`]'s pair layout with four bytes where it has two bf16 values, so the kernels read
 //! it through the same [`Job`] (its "pairs" are quads here, `nkc` counts 64-channel chunks): each
 //! tap is a shifted GEMM, the B tile of outputs `(y, x .. x + 16)` starting at padded row `y + dy`,
 //! column `x + dx`; weights are `[tap][oc/16][ic/64]` blocks of 16 outputs x 16 quads (1 KB).
 //!
-//! Kernels ([`Int8Kernel`]), one call = 32 output channels x 32 outputs of a row, as i32 into the
+//! Kernels ([`Int8Kernel`]), one block = 32 output channels x 32 outputs of a row, as i32 into the
 //! output planes (converted in place to fp32 before the epilogue): AMX (`TDPBSSD`, s8 x s8: the
 //! activations sit in the B tile, whose TDPBUSD operand is the signed one, so the stored s8 `v` is
 //! used as is), AVX512-VNNI `vpdpbusd` (u8 x s8: each B row is flipped back to `q = v ^ 0x80` and
@@ -26,7 +26,7 @@
 //! of the layout on any CPU).
 
 pub use super::bf16_job::Job;
-use super::bf16_job::Split;
+use super::bf16_job::{phases, row_stride, run_rows, KernelFn, Lines, Split};
 use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::ptr::SendPtr;
@@ -36,7 +36,7 @@ use crate::reference::{self, ConvGeometry};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
 use std::fmt;
-use std::sync::Mutex;
+use std::cell::RefCell;
 
 /// Which int8 kernel runs (lowest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -98,7 +98,7 @@ pub fn applies(c: &Conv) -> bool {
 
 /// A layer's weights as s8 A tiles, their per-channel scales and sums.
 pub struct Packed {
-    w: Vec<u32>,
+    w: Lines,
     /// Sum of each output channel's quantised weights (`ocp` entries, 0 past `oc`).
     wsum: Vec<i32>,
     /// Per output channel weight scale.
@@ -118,7 +118,8 @@ pub fn pack(c: &Conv, kernel: Int8Kernel) -> Packed {
     let (ocp, icp) = (oc.div_ceil(32) * 32, ic.div_ceil(64) * 64);
     let (nob, nkc, taps) = (ocp / 16, icp / 64, kh * kw);
     let per = ic * taps;
-    let mut w = vec![0u32; taps * nob * nkc * 256];
+    let mut buf = Lines::zeroed(taps * nob * nkc * 256);
+    let w = buf.as_mut_slice();
     let mut wsum = vec![0i32; ocp];
     let mut sw = vec![1f32; oc];
     for o in 0..oc {
@@ -136,16 +137,28 @@ pub fn pack(c: &Conv, kernel: Int8Kernel) -> Packed {
             }
         }
     }
-    Packed { w, wsum, sw, oc, ocp, ic, icp, kh, kw, kernel }
+    Packed { w: buf, wsum, sw, oc, ocp, ic, icp, kh, kw, kernel }
 }
 
-/// Computes the i32 sums of outputs `q .. q + 32` of output channels `32 * ob2 ..` (32 of them)
-/// into `c` (row stride `ldc`). Unsafe: `c` must hold 32 rows of `ldc >= 32` i32, B reads must
-/// stay in the buffer and the CPU must run the kernel's instructions.
-type KernelFn = unsafe fn(&Job, &[i32], usize, usize, *mut i32, usize);
+/// The kernel of `k` ([`KernelFn`]: the i32 sums `acc`).
+fn kernel_fn(k: Int8Kernel) -> KernelFn<i32> {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        Int8Kernel::Amx => super::amx::kernel_int8,
+        #[cfg(target_arch = "x86_64")]
+        Int8Kernel::Vnni => kernel_vnni,
+        _ => kernel_emulated,
+    }
+}
 
 /// The portable kernel: `acc = sum w * v` in i32 (what TDPBSSD computes).
-unsafe fn kernel_emulated(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+unsafe fn kernel_emulated(j: &Job, ob2: usize, blocks: &[(usize, *mut i32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_emulated(j, q, ob2, c, ldc);
+    }
+}
+
+unsafe fn block_emulated(j: &Job, q: usize, ob2: usize, c: *mut i32, ldc: usize) {
     let mut acc = [[0i32; 32]; 32];
     for t in 0..j.kh * j.kw {
         for kc in 0..j.nkc {
@@ -175,7 +188,16 @@ unsafe fn kernel_emulated(j: &Job, _wsum: &[i32], q: usize, ob2: usize, c: *mut 
 /// (16 pixels x 4 channels, flipped to u8) one vector, each weight quad a 32-bit broadcast.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn kernel_vnni(j: &Job, wsum: &[i32], q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+unsafe fn kernel_vnni(j: &Job, ob2: usize, blocks: &[(usize, *mut i32)], ldc: usize) {
+    for &(q, c) in blocks {
+        block_vnni(j, q, ob2, c, ldc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn block_vnni(j: &Job, q: usize, ob2: usize, c: *mut i32, ldc: usize) {
+    let wsum = j.wsum;
     use std::arch::x86_64::*;
     let flip = _mm512_set1_epi32(0x8080_8080u32 as i32);
     for half in 0..2 {
@@ -273,50 +295,95 @@ fn pack_row(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
     }
 }
 
-/// [`pack_row`] with AVX-512F: 16 pixels of the four channels at a time (`vcvtps2dq` rounds to
-/// nearest even as `round_ties_even` does, the saturating narrow to s8 is the clamp, so the bytes
-/// are the scalar loop's), interleaved into quads; the tail by the scalar loop.
+/// [`pack_row`] with AVX-512 (F + BW): 16 pixels of the four channels at a time (`vcvtps2dq`
+/// rounds to nearest even as `round_ties_even` does; the two saturating packs, i32 to i16 to i8,
+/// are the clamp, so the bytes are the scalar loop's), then one in-lane byte shuffle into quads
+/// (each 128-bit lane holds 4 pixels of the 4 channels); the tail by the scalar loop.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) {
     use std::arch::x86_64::*;
     let n = d.len();
     let inv = _mm512_set1_ps(qt.inv);
     let zp = _mm512_set1_epi32(qt.zp as i32 - 128);
-    let lane = |r: Option<&[f32]>, i: usize| -> __m128i {
+    let lane = |r: Option<&[f32]>, i: usize| -> __m512i {
         match r {
-            Some(r) => _mm512_cvtsepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r.as_ptr().add(i)), inv)), zp)),
-            None => _mm_setzero_si128(),
+            Some(r) => _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r.as_ptr().add(i)), inv)), zp),
+            None => _mm512_setzero_si512(),
         }
     };
+    // In each lane, bytes [a0..a3 b0..b3 c0..c3 e0..e3] -> [a0 b0 c0 e0 a1 b1 c1 e1 ...].
+    let quads = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     let mut i = 0;
     while i + 16 <= n {
-        let (a, b, c, e) = (lane(rows[0], i), lane(rows[1], i), lane(rows[2], i), lane(rows[3], i));
-        let (ab0, ab1, ce0, ce1) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(c, e), _mm_unpackhi_epi8(c, e));
-        let p = d.as_mut_ptr().add(i) as *mut __m128i;
-        _mm_storeu_si128(p, _mm_unpacklo_epi16(ab0, ce0));
-        _mm_storeu_si128(p.add(1), _mm_unpackhi_epi16(ab0, ce0));
-        _mm_storeu_si128(p.add(2), _mm_unpacklo_epi16(ab1, ce1));
-        _mm_storeu_si128(p.add(3), _mm_unpackhi_epi16(ab1, ce1));
+        let ab = _mm512_packs_epi32(lane(rows[0], i), lane(rows[1], i));
+        let ce = _mm512_packs_epi32(lane(rows[2], i), lane(rows[3], i));
+        let v = _mm512_shuffle_epi8(_mm512_packs_epi16(ab, ce), quads);
+        _mm512_storeu_si512(d.as_mut_ptr().add(i) as *mut _, v);
         i += 16;
     }
     let tail = rows.map(|r| r.map(|r| &r[i..]));
     pack_row(&mut d[i..], &tail, qt)
 }
 
-/// Quad buffers of earlier convs, reused (two kept, up to 32 MB each, as bf16's).
-static SPARE: Mutex<Vec<Vec<u32>>> = Mutex::new(Vec::new());
-const SPARE_MAX_BYTES: usize = 32 << 20;
+/// Kernel probe (tuning; cpu_bench `--kernels`): as [`super::bf16::probe_kernel_ns`], for an int8
+/// kernel on random bytes.
+#[doc(hidden)]
+pub fn probe_kernel_ns(kernel: Int8Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
+    kernel.supported().then_some(())?;
+    assert!(w >= 32, "probe rows are at least 32 wide");
+    let (icp, ocp, ks) = (ic.div_ceil(64) * 64, oc.div_ceil(32) * 32, row_stride(w + k - 1));
+    let rstride = icp / 4 * ks;
+    let mut seed = 0x9e37_79b9u32;
+    let mut rnd = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                seed & 0x7f7f_7f7f
+            })
+            .collect()
+    };
+    let mut x = Lines::zeroed((rows + k) * rstride + 64 + 2 * ks);
+    let nx = x.as_slice().len();
+    x.as_mut_slice().copy_from_slice(&rnd(nx));
+    let mut wt = Lines::zeroed(k * k * (ocp / 16) * (icp / 64) * 256);
+    let nw = wt.as_slice().len();
+    wt.as_mut_slice().copy_from_slice(&rnd(nw));
+    let wsum = vec![0i32; ocp];
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: k, kw: k, nkc: icp / 64, nob: ocp / 16, w: wt.as_slice(), wsum: &wsum };
+    let xblocks = Split::of(rows, w, ocp).xblocks;
+    let plane = rows * w;
+    let mut out = vec![0i32; ocp * plane];
+    let (mut scratch, mut blocks) = (vec![0i32; 32 * 32], Vec::new());
+    let _tiles = (kernel == Int8Kernel::Amx).then(super::amx::Tiles::config);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = phases::thread_ns();
+        // SAFETY: as in bf16::probe_kernel_ns.
+        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, false, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        best = best.min((phases::thread_ns() - t) as f64);
+    }
+    std::hint::black_box(&out);
+    Some(best)
+}
 
-/// Measures the input's range and converts `planes` into `buf` in the padded quad layout
-/// (`[ph][icp/4][pw]` plus a zero tail of `tail` quads).
+thread_local! {
+    /// Each pool thread's quad buffer for its work items (reused: a fresh one costs page faults).
+    static QUADS: RefCell<Lines> = RefCell::new(Lines::default());
+}
+
+/// The range of the input (`planes`, w x h each; the pad value included when the conv pads),
+/// measured in parallel over the planes.
 #[allow(clippy::too_many_arguments)]
-fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32, tail: usize) -> Quant {
+fn measure(planes: &[&[f32]], w: usize, h: usize, ph: usize, pw: usize, pt: usize, pl: usize, pv: f32) -> Quant {
     #[cfg(target_arch = "x86_64")]
     let wide = std::arch::is_x86_feature_detected!("avx512f");
     let (lo, hi) = planes
         .par_iter()
         .map(|p| {
+            let _t = phases::Span::start(4);
             let p = &p[..w * h];
             #[cfg(target_arch = "x86_64")]
             if wide {
@@ -328,25 +395,56 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
         .reduce(|| (f32::INFINITY, f32::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
     let padded = pt > 0 || pl > 0 || ph > h + pt || pw > w + pl;
     let (lo, hi) = if padded { (lo.min(pv), hi.max(pv)) } else { (lo, hi) };
-    let qt = Quant::from_range(lo, hi);
-    let nq = icp / 4;
-    let n = ph * nq * pw;
-    buf.clear();
-    buf.resize(n, 0);
-    buf.extend(std::iter::repeat_n(0, tail));
-    let x0 = pl.min(pw);
-    let nx = w.min(pw - x0);
-    buf[..n].par_chunks_mut(nq * pw).enumerate().for_each(|(yy, rows)| {
-        let iy = yy as isize - pt as isize;
-        for (kp, row) in rows.chunks_exact_mut(pw).enumerate() {
-            let chans = [0, 1, 2, 3].map(|b| planes.get(4 * kp + b));
+    Quant::from_range(lo, hi)
+}
+
+/// How a conv input is converted into the padded quad layout: `[row][icp/4][ks]` u32 (`ks` the
+/// [`row_stride`] of `pw`; the columns past `pw` hold the pad value).
+struct Convert<'a> {
+    planes: &'a [&'a [f32]],
+    w: usize,
+    h: usize,
+    nq: usize,
+    ks: usize,
+    pt: usize,
+    /// First column of the image in a padded row, and the image columns it holds.
+    x0: usize,
+    nx: usize,
+    /// The pad value's byte.
+    pb: u32,
+    qt: Quant,
+    wide: bool,
+}
+
+impl<'a> Convert<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(planes: &'a [&'a [f32]], w: usize, h: usize, icp: usize, pw: usize, pt: usize, pl: usize, pv: f32, qt: Quant) -> Self {
+        let x0 = pl.min(pw);
+        #[cfg(target_arch = "x86_64")]
+        let wide = std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw");
+        #[cfg(not(target_arch = "x86_64"))]
+        let wide = false;
+        Convert { planes, w, h, nq: icp / 4, ks: row_stride(pw), pt, x0, nx: w.min(pw - x0), pb: qt.byte(pv), qt, wide }
+    }
+
+    /// Padded rows `yy0 ..` into `out` (whole rows of `nq * ks` quads; every element written).
+    fn rows(&self, out: &mut [u32], yy0: usize) {
+        for (i, rows) in out.chunks_exact_mut(self.nq * self.ks).enumerate() {
+            self.row(rows, yy0 + i);
+        }
+    }
+
+    fn row(&self, rows: &mut [u32], yy: usize) {
+        let (w, x0, nx) = (self.w, self.x0, self.nx);
+        let iy = yy as isize - self.pt as isize;
+        for (kp, row) in rows.chunks_exact_mut(self.ks).enumerate() {
+            let chans = [0, 1, 2, 3].map(|b| self.planes.get(4 * kp + b));
             if chans[0].is_none() {
                 row.fill(0);
                 continue;
             }
-            let pb = qt.byte(pv);
-            let pad = chans.iter().enumerate().fold(0u32, |a, (b, c)| if c.is_some() { a | pb << (8 * b) } else { a });
-            if iy < 0 || iy >= h as isize {
+            let pad = chans.iter().enumerate().fold(0u32, |a, (b, c)| if c.is_some() { a | self.pb << (8 * b) } else { a });
+            if iy < 0 || iy >= self.h as isize {
                 row.fill(pad);
                 continue;
             }
@@ -356,15 +454,14 @@ fn convert(buf: &mut Vec<u32>, planes: &[&[f32]], w: usize, h: usize, icp: usize
             let src = chans.map(|c| c.map(|p| &p[iy * w..iy * w + nx]));
             let seg = &mut row[x0..x0 + nx];
             #[cfg(target_arch = "x86_64")]
-            if wide {
-                // SAFETY: as above.
-                unsafe { pack_row_avx512(seg, &src, qt) };
+            if self.wide {
+                // SAFETY: `wide` is set only when the CPU has AVX-512F and BW.
+                unsafe { pack_row_avx512(seg, &src, self.qt) };
                 continue;
             }
-            pack_row(seg, &src, qt);
+            pack_row(seg, &src, self.qt);
         }
-    });
-    qt
+    }
 }
 
 /// The int8 conv of `planes` (w x h each) with its epilogue, as a new num_output x out_h x out_w tensor.
@@ -391,76 +488,82 @@ pub fn conv_once(c: &Conv, kernel: Int8Kernel, x: &Tensor) -> Result<Tensor> {
     Ok(pool.install(|| forward(c, &p, &planes, x.w, x.h, g, &ops)))
 }
 
+/// `v` (the i32 sum in an f32 slot) = `(acc - comp) * mul` in place.
+#[inline(always)]
+fn dequantise(row: &mut [f32], comp: i32, mul: f32) {
+    for v in row.iter_mut() {
+        *v = ((v.to_bits() as i32).wrapping_sub(comp)) as f32 * mul;
+    }
+}
+
+/// [`dequantise`] compiled for AVX-512F (16 lanes; the same roundings).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dequantise_avx512(row: &mut [f32], comp: i32, mul: f32) {
+    dequantise(row, comp, mul)
+}
+
+/// As [`super::bf16`]'s: per work item, its input rows converted into this thread's quad buffer,
+/// the kernels, then the dequantisation and epilogue on its output rows; the input's range is
+/// measured first, over all of it.
 #[allow(clippy::too_many_arguments)]
 fn forward_into(c: &Conv, p: &Packed, planes: &[&[f32]], w: usize, h: usize, g: ConvGeometry, dst: SendPtr, ops: &RowOps) {
     let (oh, ow) = (g.out_h, g.out_w);
     let (ph, pw) = (oh + p.kh - 1, ow + p.kw - 1);
-    let rstride = p.icp / 4 * pw;
-    let tail = 64 + 2 * pw + p.kw;
     debug_assert!(planes.len() == p.ic && p.oc == c.num_output);
-    let mut x = SPARE.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
-    let qt = convert(&mut x, planes, w, h, p.icp, ph, pw, g.pad_top, g.pad_left, c.pad_value, tail);
+    let t_conv = phases::start();
+    let qt = measure(planes, w, h, ph, pw, g.pad_top, g.pad_left, c.pad_value);
+    let cv = Convert::new(planes, w, h, p.icp, pw, g.pad_top, g.pad_left, c.pad_value, qt);
+    let rstride = cv.nq * cv.ks;
+    let tail = 64 + 2 * cv.ks;
     // Dequantisation: out = (acc - comp[o]) * mul[o].
     let zq = qt.zp as i32 - 128;
     let comp: Vec<i32> = p.wsum[..p.oc].iter().map(|&s| s.wrapping_mul(zq)).collect();
     let mul: Vec<f32> = p.sw.iter().map(|&s| s * qt.scale).collect();
-    let job = Job { x: &x, kstride: pw, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: &p.w };
-    let kernel: KernelFn = match p.kernel {
-        #[cfg(target_arch = "x86_64")]
-        Int8Kernel::Amx => super::amx::kernel_int8,
-        #[cfg(target_arch = "x86_64")]
-        Int8Kernel::Vnni => kernel_vnni,
-        _ => kernel_emulated,
-    };
+    let kernel = kernel_fn(p.kernel);
     let Split { rows, items: nitems, xblocks } = Split::of(oh, ow, p.ocp);
     let plane_out = oh * ow;
     let amx = p.kernel == Int8Kernel::Amx;
-    let full = p.oc / 32;
-    let wsum = &p.wsum;
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::arch::is_x86_feature_detected!("avx512f");
     (0..nitems).into_par_iter().for_each_init(
-        || vec![0i32; 32 * 32],
-        |scratch, it| {
+        || (vec![0i32; 32 * 32], Vec::new()),
+        |(scratch, blocks), it| {
             #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
             let dst = dst;
-            let out = dst.0 as *mut i32;
             let (y0, y1) = (it * rows, ((it + 1) * rows).min(oh));
-            let _tiles = amx.then(super::amx::Tiles::config);
-            for y in y0..y1 {
-                for &xb in &xblocks {
-                    let q = y * rstride + xb;
-                    let width = 32.min(ow - xb);
-                    for ob2 in 0..p.ocp / 32 {
-                        // SAFETY: as in bf16::forward_into: full blocks inside the output are
-                        // stored there (i32 in the f32 slots, converted below), others through the
-                        // scratch; B reads stay inside the quad buffer (its tail); the kernel was
-                        // chosen by what this CPU runs; work items own their rows.
-                        unsafe {
-                            if ob2 < full && width == 32 {
-                                kernel(&job, wsum, q, ob2, out.add(ob2 * 32 * plane_out + y * ow + xb), plane_out);
-                            } else {
-                                kernel(&job, wsum, q, ob2, scratch.as_mut_ptr(), 32);
-                                for o in ob2 * 32..p.oc.min(ob2 * 32 + 32) {
-                                    std::ptr::copy_nonoverlapping(scratch.as_ptr().add((o - ob2 * 32) * 32), out.add(o * plane_out + y * ow + xb), width);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            QUADS.with_borrow_mut(|x| {
+                let t_c = phases::start();
+                let n = (y1 - y0 + p.kh - 1) * rstride;
+                x.resize(n + tail);
+                let (body, rest) = x.as_mut_slice().split_at_mut(n);
+                rest[..tail].fill(0);
+                cv.rows(body, y0);
+                phases::add(0, t_c);
+                let job = Job { x: x.as_slice(), kstride: cv.ks, rstride, kh: p.kh, kw: p.kw, nkc: p.icp / 64, nob: p.ocp / 16, w: p.w.as_slice(), wsum: &p.wsum };
+                let _tiles = amx.then(super::amx::Tiles::config);
+                let t_k = phases::start();
+                // SAFETY: as in bf16::forward_into (the i32 sums in the f32 slots, converted below).
+                unsafe { run_rows(&job, kernel, 0, y1 - y0, ow, p.oc, &xblocks, false, dst.0.add(y0 * ow) as *mut i32, plane_out, scratch, blocks) };
+                phases::add(1, t_k);
+            });
+            let t_e = phases::start();
             for o in 0..p.oc {
                 // SAFETY: work items write disjoint row ranges of each output plane.
                 let orow = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * plane_out + y0 * ow), (y1 - y0) * ow) };
-                let (cp, m) = (comp[o], mul[o]);
-                for v in orow.iter_mut() {
-                    *v = ((v.to_bits() as i32).wrapping_sub(cp)) as f32 * m;
+                #[cfg(target_arch = "x86_64")]
+                if wide {
+                    // SAFETY: `wide` is set only when the CPU has AVX-512F.
+                    unsafe { dequantise_avx512(orow, comp[o], mul[o]) };
+                } else {
+                    dequantise(orow, comp[o], mul[o]);
                 }
+                #[cfg(not(target_arch = "x86_64"))]
+                dequantise(orow, comp[o], mul[o]);
                 ops.apply(o, y0 * ow, orow);
             }
+            phases::add(2, t_e);
         },
     );
-    if let Ok(mut s) = SPARE.lock() {
-        if s.len() < 2 && x.capacity() * 4 <= SPARE_MAX_BYTES {
-            s.push(x);
-        }
-    }
+    phases::add(3, t_conv);
 }
