@@ -8,8 +8,9 @@
 //! `B^T` rows `[4 0 -5 0 1 0] [0 -4 -4 1 1 0] [0 4 -4 -1 1 0] [0 -2 -1 2 1 0] [0 2 -1 -2 1 0] [0 4 0 -5 0 1]`,
 //! `A^T` rows `[1 1 1 1 1 0] [0 1 -1 2 -2 0] [0 1 1 4 4 0] [0 1 -1 8 -8 1]`.
 //!
-//! Also the gather that feeds the input transform: the 6 input rows of a tile row, de-interleaved
-//! by phase (column mod 4) so a vector of tiles reads contiguous floats.
+//! Also the gather that feeds the input transform: the 6x6 input patch of every tile of a block, by
+//! (row, column within the patch), so a vector of tiles reads contiguous floats. A block is a run of
+//! tiles numbered row by row over the map's tile grid, so it may span several tile rows (narrow maps).
 
 use super::isa::Isa;
 use super::simd::{Lanes, Simd};
@@ -47,7 +48,7 @@ unsafe fn at<S: Simd>(a: [S::V; 6]) -> [S::V; 4] {
 }
 
 /// `V[pos][i][k]` for channel `i` and tiles `k` in `0..tp` (a multiple of the lanes), from
-/// `rows[(r * 4 + l) * n + k] = in[r][4 k + l]` (n = tp + 1).
+/// `rows[(r * 6 + l) * n + k]` = row `r`, column `l` of tile `k`'s 6x6 patch (n = tp + 1).
 #[inline(always)]
 unsafe fn input<S: Simd>(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize) {
     let mut k = 0;
@@ -56,7 +57,7 @@ unsafe fn input<S: Simd>(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: 
         for (r, hr) in h.iter_mut().enumerate() {
             let mut d = [S::zero(); 6];
             for (l, dl) in d.iter_mut().enumerate() {
-                *dl = S::load(rows.add((r * 4 + l % 4) * n + l / 4 + k));
+                *dl = S::load(rows.add((r * 6 + l) * n + k));
             }
             *hr = bt::<S>(d);
         }
@@ -97,7 +98,7 @@ unsafe fn output<S: Simd>(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mu
 /// Input transform of one channel on `path` (see [`input`]).
 ///
 /// # Safety
-/// `rows` holds `24 * (tp + 1)` floats, `v` `36 * ic * tp`; the path's ISA is supported.
+/// `rows` holds `36 * (tp + 1)` floats, `v` `36 * ic * tp`; the path's ISA is supported.
 pub unsafe fn input_transform(path: Path, rows: *const f32, v: *mut f32, i: usize, ic: usize, tp: usize) {
     let n = tp + 1;
     match path {
@@ -153,7 +154,29 @@ unsafe fn output_avx512(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut 
 /// plane per channel, so the hardware prefetcher cannot see the jump; measured ~10% of a dense
 /// block's time on Zen 3 went to these misses before).
 #[inline]
-pub fn prefetch_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize) {
+pub fn prefetch_tiles(plane: &[f32], geo: &Geo, tw: usize, t0: usize, t: usize) {
+    for (_, tr, tc, ts) in segments(tw, t0, t) {
+        prefetch_rows(plane, geo, tr, tc, ts);
+    }
+}
+
+/// The runs of one tile row among the tiles [t0, t0 + t) of a map `tw` tiles wide (numbered row by
+/// row): (index of the run's first tile within the block, tile row, first tile column, tiles).
+pub fn segments(tw: usize, t0: usize, t: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    let mut k = 0;
+    std::iter::from_fn(move || {
+        (k < t).then(|| {
+            let (tr, tc) = ((t0 + k) / tw, (t0 + k) % tw);
+            let ts = (tw - tc).min(t - k);
+            let seg = (k, tr, tc, ts);
+            k += ts;
+            seg
+        })
+    })
+}
+
+#[inline]
+fn prefetch_rows(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -184,34 +207,59 @@ pub struct Geo {
     pub pv: f32,
 }
 
-/// The 6 input rows of tile row `tr`, tiles [k0, k0 + t), de-interleaved by phase:
-/// `rows[(r * 4 + l) * (t + 1) + k] = in[4 tr + r - pt][4 (k0 + k) + l - pl]` (pad value outside).
-pub fn gather_rows(isa: Isa, plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
-    match isa {
-        // SAFETY: the backend only pins levels the CPU supports.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { gather_rows_avx512(plane, geo, tr, k0, t, rows) },
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { gather_rows_avx2(plane, geo, tr, k0, t, rows) },
-        _ => gather_rows_body::<false>(plane, geo, tr, k0, t, rows),
+/// The 6x6 input patches of the tiles [t0, t0 + t) of a map `tw` tiles wide (numbered row by row; a
+/// block may span several tile rows), by column within the patch:
+/// `rows[(r * 6 + l) * (tp + 1) + k] = in[4 tr + r - pt][4 tc + l - pl]` for tile t0 + k at (tr, tc)
+/// (pad value outside the map); the pad tiles [t, tp) read the pad value.
+#[allow(clippy::too_many_arguments)]
+pub fn gather_tiles(isa: Isa, plane: &[f32], geo: &Geo, tw: usize, t0: usize, t: usize, tp: usize, rows: &mut [f32]) {
+    let n = tp + 1;
+    assert!(rows.len() >= 36 * n && t <= tp);
+    for (k, tr, tc, ts) in segments(tw, t0, t) {
+        // Columns 0..4 of tiles k..k + ts, and of one tile more (the next tile's columns 0, 1 are this
+        // one's 4, 5; the extra slot is overwritten by the next run, or is slot tp).
+        match isa {
+            // SAFETY: the backend only pins levels the CPU supports.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { gather_rows_avx512(plane, geo, tr, tc, ts, rows, n, k) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { gather_rows_avx2(plane, geo, tr, tc, ts, rows, n, k) },
+            _ => gather_rows_body::<false>(plane, geo, tr, tc, ts, rows, n, k),
+        }
+        for r in 0..6 {
+            for l in 0..2 {
+                let src = (r * 6 + l) * n + k + 1;
+                rows.copy_within(src..src + ts, (r * 6 + 4 + l) * n + k);
+            }
+        }
+    }
+    if t < tp {
+        for r in 0..36 {
+            rows[r * n + t..r * n + tp].fill(geo.pv);
+        }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gather_rows_avx2(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
-    gather_rows_body::<true>(plane, geo, tr, k0, t, rows)
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_rows_avx2(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32], n: usize, off: usize) {
+    gather_rows_body::<true>(plane, geo, tr, k0, t, rows, n, off)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn gather_rows_avx512(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
-    gather_rows_body::<true>(plane, geo, tr, k0, t, rows)
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_rows_avx512(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32], n: usize, off: usize) {
+    gather_rows_body::<true>(plane, geo, tr, k0, t, rows, n, off)
 }
 
-/// `AVX2`: use the AVX2 de-interleave (only instantiated inside `avx2`-enabled functions).
+/// Columns 0..4 of the patches of tile row `tr`, tiles [k0, k0 + t + 1), into
+/// `rows[(r * 6 + l) * n + off + k]` (l in 0..4). `AVX2`: use the AVX2 de-interleave (only
+/// instantiated inside `avx2`-enabled functions).
 #[inline(always)]
-fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32]) {
+#[allow(clippy::too_many_arguments)]
+fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: usize, t: usize, rows: &mut [f32], stride: usize, off: usize) {
     let n = t + 1;
     let x0 = (k0 * 4) as isize - geo.pl as isize;
     // Tiles [lo, hi) have their whole 4-wide group inside the row.
@@ -221,9 +269,12 @@ fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: u
     let out = ((geo.w as isize - x0).max(0) as usize).div_ceil(4).clamp(hi, n);
     for r in 0..6 {
         let iy = (tr * 4 + r) as isize - geo.pt as isize;
-        let dst = &mut rows[r * 4 * n..(r + 1) * 4 * n];
+        // dst[l * stride + k]: column l of tile k0 + k.
+        let dst = &mut rows[r * 6 * stride + off..r * 6 * stride + off + 3 * stride + n];
         if iy < 0 || iy >= geo.h as isize {
-            dst.fill(geo.pv);
+            for l in 0..4 {
+                dst[l * stride..l * stride + n].fill(geo.pv);
+            }
             continue;
         }
         let src = &plane[iy as usize * geo.w..(iy as usize + 1) * geo.w];
@@ -231,7 +282,7 @@ fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: u
             let x = x0 + 4 * k as isize;
             for l in 0..4 {
                 let xi = x + l as isize;
-                dst[l * n + k] = if xi >= 0 && xi < geo.w as isize { src[xi as usize] } else { geo.pv };
+                dst[l * stride + k] = if xi >= 0 && xi < geo.w as isize { src[xi as usize] } else { geo.pv };
             }
         };
         for k in (0..lo).chain(hi..out) {
@@ -239,7 +290,7 @@ fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: u
         }
         if out < n {
             for l in 0..4 {
-                dst[l * n + out..(l + 1) * n].fill(geo.pv);
+                dst[l * stride + out..l * stride + n].fill(geo.pv);
             }
         }
         let mut k = lo;
@@ -248,8 +299,8 @@ fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: u
             while k + 8 <= hi {
                 let x = (x0 + 4 * k as isize) as usize;
                 // SAFETY: the caller enabled AVX2; src[x..x + 32] is inside the row (k + 7 < hi),
-                // and dst[l * n + k..+8] for l < 4 is in bounds since k + 8 <= n.
-                unsafe { deinterleave8_avx2(src[x..x + 32].as_ptr(), dst.as_mut_ptr().add(k), n) };
+                // and dst[l * stride + k..+8] for l < 4 is in bounds since k + 8 <= n.
+                unsafe { deinterleave8_avx2(src[x..x + 32].as_ptr(), dst.as_mut_ptr().add(k), stride) };
                 k += 8;
             }
         }
@@ -257,7 +308,7 @@ fn gather_rows_body<const AVX2: bool>(plane: &[f32], geo: &Geo, tr: usize, k0: u
             let x = (x0 + 4 * k as isize) as usize;
             let s = &src[x..x + 4];
             for l in 0..4 {
-                dst[l * n + k] = s[l];
+                dst[l * stride + k] = s[l];
             }
             k += 1;
         }
