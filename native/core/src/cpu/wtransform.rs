@@ -53,23 +53,110 @@ unsafe fn at<S: Simd>(a: [S::V; 6]) -> [S::V; 4] {
 unsafe fn input<S: Simd>(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize) {
     let mut k = 0;
     while k < tp {
-        let mut h = [[S::zero(); 6]; 6];
-        for (r, hr) in h.iter_mut().enumerate() {
-            let mut d = [S::zero(); 6];
-            for (l, dl) in d.iter_mut().enumerate() {
-                *dl = S::load(rows.add((r * 6 + l) * n + k));
-            }
-            *hr = bt::<S>(d);
-        }
-        #[allow(clippy::needless_range_loop)] // column j of the 6x6 tile: a transpose
-        for j in 0..6 {
-            let o = bt::<S>([h[0][j], h[1][j], h[2][j], h[3][j], h[4][j], h[5][j]]);
-            for (rp, ov) in o.iter().enumerate() {
-                S::store(v.add(((rp * 6 + j) * ic + i) * tp + k), *ov);
-            }
-        }
+        input_vec::<S>(rows.add(k), n, v, i, ic, tp, k);
         k += S::LANES;
     }
+}
+
+/// One vector of tiles of [`input`]: `rows[(r * 6 + l) * n]` for tiles `k..k + LANES` of `V`.
+#[inline(always)]
+unsafe fn input_vec<S: Simd>(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize, k: usize) {
+    let mut h = [[S::zero(); 6]; 6];
+    for (r, hr) in h.iter_mut().enumerate() {
+        let mut d = [S::zero(); 6];
+        for (l, dl) in d.iter_mut().enumerate() {
+            *dl = S::load(rows.add((r * 6 + l) * n));
+        }
+        *hr = bt::<S>(d);
+    }
+    input_cols::<S>(&h, v, i, ic, tp, k);
+}
+
+/// The column half of the input transform: `h` holds `B^T` of each of the 6 patch rows (for one
+/// vector of tiles `k..k + LANES`); `V[pos][i][k..]` = `B^T` down each column.
+#[inline(always)]
+unsafe fn input_cols<S: Simd>(h: &[[S::V; 6]; 6], v: *mut f32, i: usize, ic: usize, tp: usize, k: usize) {
+    #[allow(clippy::needless_range_loop)] // column j of the 6x6 tile: a transpose
+    for j in 0..6 {
+        let o = bt::<S>([h[0][j], h[1][j], h[2][j], h[3][j], h[4][j], h[5][j]]);
+        for (rp, ov) in o.iter().enumerate() {
+            S::store(v.add(((rp * 6 + j) * ic + i) * tp + k), *ov);
+        }
+    }
+}
+
+/// [`input_vec`] on AVX-512: one vector of 16 tiles from `rows` (`n` floats apart per patch
+/// element) into `V[pos][i][k..k + 16]`.
+///
+/// # Safety
+/// `rows` holds `36 * n` floats (from tile `k`'s slot), `v` `36 * ic * tp`; AVX-512F is supported.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn input_vec_avx512(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: usize, tp: usize, k: usize) {
+    input_vec::<super::simd::Avx512>(rows, n, v, i, ic, tp, k)
+}
+
+/// The input transform of the 16 tiles `tc0..tc0 + 16` of tile row `tr` (all inside the tile grid)
+/// straight from `plane`, without the gather: each of the 6 patch rows is 5 masked loads (the pad
+/// value outside the map) de-interleaved in registers into the patch's 6 columns, then as
+/// [`input_vec`] into `V[pos][i][k..k + 16]`.
+///
+/// # Safety
+/// `v` holds `36 * ic * tp` floats, `k + 16 <= tp`, `tc0 + 16` tiles fit the map's tile row,
+/// `tr` is one of its tile rows; AVX-512F is supported.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn input_direct_avx512(plane: &[f32], geo: &Geo, tr: usize, tc0: usize, v: *mut f32, i: usize, ic: usize, tp: usize, k: usize) {
+    use std::arch::x86_64::*;
+    type S = super::simd::Avx512;
+    let pv = _mm512_set1_ps(geo.pv);
+    let x0 = (tc0 * 4) as isize - geo.pl as isize;
+    // Lanes of load q (columns x0 + 16 q ..) inside [0, w); the fifth load feeds columns 4 and 5 of the
+    // last tile only (its lanes 0 and 1).
+    let mut masks = [0u16; 5];
+    for (q, m) in masks.iter_mut().enumerate() {
+        let start = x0 + 16 * q as isize;
+        let lo = (-start).clamp(0, 16) as u32;
+        let hi = (geo.w as isize - start).clamp(0, 16) as u32;
+        let keep: u32 = if q == 4 { 0b11 } else { 0xffff };
+        *m = if hi > lo { ((((1u64 << hi) - 1) as u32 & !((1u32 << lo) - 1)) & keep) as u16 } else { 0 };
+    }
+    // Columns 4 j + l, 4 j + l + 1 of a 32-float pair (a, b), j in 0..8, in the low / high halves.
+    let idx01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    let idx23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    let mut h = [[_mm512_setzero_ps(); 6]; 6];
+    for (r, hr) in h.iter_mut().enumerate() {
+        let iy = (tr * 4 + r) as isize - geo.pt as isize;
+        let d = if iy < 0 || iy >= geo.h as isize {
+            [pv; 6]
+        } else {
+            // Masked-off lanes are not read (no fault), so the address may lie outside the row.
+            let row = plane.as_ptr().wrapping_offset(iy * geo.w as isize + x0);
+            let a = _mm512_mask_loadu_ps(pv, masks[0], row);
+            let b = _mm512_mask_loadu_ps(pv, masks[1], row.wrapping_add(16));
+            let c = _mm512_mask_loadu_ps(pv, masks[2], row.wrapping_add(32));
+            let dd = _mm512_mask_loadu_ps(pv, masks[3], row.wrapping_add(48));
+            let e = _mm512_mask_loadu_ps(pv, masks[4], row.wrapping_add(64));
+            let p01ab = _mm512_permutex2var_ps(a, idx01, b);
+            let p01cd = _mm512_permutex2var_ps(c, idx01, dd);
+            let p23ab = _mm512_permutex2var_ps(a, idx23, b);
+            let p23cd = _mm512_permutex2var_ps(c, idx23, dd);
+            let c0 = _mm512_shuffle_f32x4::<0x44>(p01ab, p01cd);
+            let c1 = _mm512_shuffle_f32x4::<0xEE>(p01ab, p01cd);
+            let c2 = _mm512_shuffle_f32x4::<0x44>(p23ab, p23cd);
+            let c3 = _mm512_shuffle_f32x4::<0xEE>(p23ab, p23cd);
+            // Columns 4 and 5 of tile j are columns 0 and 1 of tile j + 1 (of e for the last).
+            let ei = _mm512_castps_si512(e);
+            let c4 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(ei, _mm512_castps_si512(c0)));
+            let e1 = _mm512_alignr_epi32::<1>(ei, ei);
+            let c5 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(e1, _mm512_castps_si512(c1)));
+            [c0, c1, c2, c3, c4, c5]
+        };
+        *hr = bt::<S>(d);
+    }
+    input_cols::<S>(&h, v, i, ic, tp, k);
 }
 
 /// Output rows of channel `o`: `y[r * 4 tp + 4 k + q]`, r, q in 0..4, from `M[pos][o][k]`
