@@ -26,11 +26,11 @@
 use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::wgemm::{self, Layout, Path};
-use super::wtransform::{gather_tiles, input_transform, output_transform, prefetch_tiles, segments, Geo};
+use super::wtransform::{gather_tiles, input_transform, output_transform, prefetch_tiles, segments, Geo, Post};
 #[cfg(target_arch = "x86_64")]
 use super::wtransform::{input_direct_avx512, input_vec_avx512};
 use super::ptr::SendPtr;
-use crate::ncnn::model::Conv;
+use crate::ncnn::model::{Activation, Conv};
 use crate::reference::ConvGeometry;
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -334,6 +334,8 @@ pub fn forward(c: &Conv, p: &Packed, sources: &[Source], w: usize, h: usize, g: 
         part_rows = ocp;
     }
     let parts = ocp.div_ceil(part_rows);
+    // Bias and ReLU (all of U²-Net's and most nets' epilogues) inside the output transform.
+    let fused = ops.slope.is_none() && ops.residual.is_empty() && matches!(ops.act, Activation::None | Activation::Relu);
     let dst = SendPtr(out.data.as_mut_ptr());
     (0..nb * parts).into_par_iter().for_each(|job| {
         #[allow(clippy::redundant_locals)] // moves the whole Send wrapper into the closure (not its field)
@@ -388,7 +390,8 @@ pub fn forward(c: &Conv, p: &Packed, sources: &[Source], w: usize, h: usize, g: 
             unsafe { wgemm::run(path, &batch) };
             for o in r0..oc.min(r0 + rows_p) {
                 // SAFETY: m holds 36 rows_p tp floats, ybuf 16 tp.
-                unsafe { output_transform(path, m.as_ptr(), o - r0, rows_p, tp, ybuf.as_mut_ptr()) };
+                let post = if fused { Post { bias: ops.bias.map_or(0.0, |b| b[o]), relu: ops.act == Activation::Relu } } else { Post::default() };
+                unsafe { output_transform(path, m.as_ptr(), o - r0, rows_p, tp, ybuf.as_mut_ptr(), post) };
                 for (k, tr, tc, ts) in segments(tw, t0, t) {
                     let (oy0, ox0) = (tr * 4, tc * 4);
                     let cols = (ow - ox0).min(4 * ts);
@@ -398,7 +401,9 @@ pub fn forward(c: &Conv, p: &Packed, sources: &[Source], w: usize, h: usize, g: 
                         let seg = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * oh * ow + off), cols) };
                         let y0 = r * 4 * tp + 4 * k;
                         seg.copy_from_slice(&ybuf[y0..y0 + cols]);
-                        ops.apply(o, off, seg);
+                        if !fused {
+                            ops.apply(o, off, seg);
+                        }
                     }
                 }
             }
@@ -447,7 +452,8 @@ mod tests {
     /// 150 wide: 38 tiles a row, blocks of 16); weights big enough that a block's outputs are split
     /// between jobs (160 -> 200 on 20x20 and 9x7: one block of tiles; run in a 3-thread pool so
     /// the split is uneven); on AVX-512, 16-tile vectors read straight from the plane with the pad
-    /// value around (70 x 11 pad 2, 129 x 6). Relative error (to the output's peak) < 1e-5.
+    /// value around (70 x 11 pad 2, 129 x 6); activations none, ReLU (fused into the output transform)
+    /// and leaky ReLU (the epilogue) in turn. Relative error (to the output's peak) < 1e-5.
     #[test]
     fn matches_reference() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
@@ -456,7 +462,7 @@ mod tests {
 
     fn matches_reference_cases() {
         let mut seed = 7u64;
-        for &(ic, oc, w, h, pad, pv) in &[
+        for (n, &(ic, oc, w, h, pad, pv)) in [
             (8, 8, 4, 4, 1, 0.0),
             (16, 24, 13, 7, 1, 0.0),
             (64, 64, 150, 9, 1, 0.0),
@@ -469,8 +475,13 @@ mod tests {
             (160, 200, 9, 7, 1, 0.25),
             (16, 16, 70, 11, 2, 0.25),
             (8, 8, 129, 6, 1, 0.0),
-        ] {
-            let c = conv(ic, oc, pad, pv, &mut seed);
+        ]
+        .iter()
+        .enumerate()
+        {
+            // Bias only, bias + ReLU (both inside the output transform), leaky ReLU (the epilogue).
+            let act = [Activation::None, Activation::Relu, Activation::LeakyRelu(0.1)][n % 3];
+            let c = Conv { activation: act, ..conv(ic, oc, pad, pv, &mut seed) };
             let x = Tensor::from_vec(ic, h, w, (0..ic * h * w).map(|_| lcg(&mut seed)).collect());
             let want = reference::conv(&c, &x).unwrap();
             let g = reference::conv_geometry(&c, w, h).unwrap();
@@ -483,7 +494,7 @@ mod tests {
                 let p = pack_for(&c, path);
                 let planes: Vec<&[f32]> = (0..ic).map(|i| x.channel(i)).collect();
                 let mut got = Tensor::zeros(oc, g.out_h, g.out_w);
-                let ops = RowOps { isa, bias: c.bias.as_deref(), act: Activation::None, slope: None, residual: &[], plane: g.out_h * g.out_w };
+                let ops = RowOps { isa, bias: c.bias.as_deref(), act, slope: None, residual: &[], plane: g.out_h * g.out_w };
                 // Half the channels transformed ahead (as a kept transform), half on the fly.
                 let key = InputKey::new(&c, &p, w, h, g);
                 let kept = transform_input(key, &planes[..ic / 2], Vec::new());

@@ -160,9 +160,10 @@ pub unsafe fn input_direct_avx512(plane: &[f32], geo: &Geo, tr: usize, tc0: usiz
 }
 
 /// Output rows of channel `o`: `y[r * 4 tp + 4 k + q]`, r, q in 0..4, from `M[pos][o][k]`
-/// (`ocp` rows of `tp` per position).
+/// (`ocp` rows of `tp` per position), with `post` applied.
 #[inline(always)]
-unsafe fn output<S: Simd>(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
+unsafe fn output<S: Simd>(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32, post: Post) {
+    let bias = S::set1(post.bias);
     let mut k = 0;
     while k < tp {
         let mut c = [[S::zero(); 4]; 6];
@@ -175,7 +176,13 @@ unsafe fn output<S: Simd>(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mu
         }
         #[allow(clippy::needless_range_loop)] // column r of the 6x4 tile: a transpose
         for r in 0..4 {
-            let s = at::<S>([c[0][r], c[1][r], c[2][r], c[3][r], c[4][r], c[5][r]]);
+            let mut s = at::<S>([c[0][r], c[1][r], c[2][r], c[3][r], c[4][r], c[5][r]]);
+            for v in s.iter_mut() {
+                *v = S::add(*v, bias);
+                if post.relu {
+                    *v = S::max(*v, S::zero());
+                }
+            }
             S::interleave4(s, y.add(r * 4 * tp + 4 * k));
         }
         k += S::LANES;
@@ -198,18 +205,26 @@ pub unsafe fn input_transform(path: Path, rows: *const f32, v: *mut f32, i: usiz
     }
 }
 
+/// What the output transform adds to each output before storing it: `bias`, then ReLU when `relu`
+/// (`max(v, 0)`, 0 for NaN as the epilogue's `f32::max`): a conv's whole epilogue when that is all of it.
+#[derive(Clone, Copy, Default)]
+pub struct Post {
+    pub bias: f32,
+    pub relu: bool,
+}
+
 /// Output transform of one channel on `path` (see [`output`]).
 ///
 /// # Safety
 /// `m` holds `36 * ocp * tp` floats, `y` `16 * tp`; the path's ISA is supported.
-pub unsafe fn output_transform(path: Path, m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
+pub unsafe fn output_transform(path: Path, m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32, post: Post) {
     match path {
         #[cfg(target_arch = "x86_64")]
-        Path::Avx512 => output_avx512(m, o, ocp, tp, y),
+        Path::Avx512 => output_avx512(m, o, ocp, tp, y, post),
         #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => output_avx2(m, o, ocp, tp, y),
-        Path::Portable16 => output::<Lanes<16>>(m, o, ocp, tp, y),
-        _ => output::<Lanes<4>>(m, o, ocp, tp, y),
+        Path::Avx2 => output_avx2(m, o, ocp, tp, y, post),
+        Path::Portable16 => output::<Lanes<16>>(m, o, ocp, tp, y, post),
+        _ => output::<Lanes<4>>(m, o, ocp, tp, y, post),
     }
 }
 
@@ -227,14 +242,14 @@ unsafe fn input_avx512(rows: *const f32, n: usize, v: *mut f32, i: usize, ic: us
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn output_avx2(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
-    output::<super::simd::Avx2>(m, o, ocp, tp, y)
+unsafe fn output_avx2(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32, post: Post) {
+    output::<super::simd::Avx2>(m, o, ocp, tp, y, post)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn output_avx512(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32) {
-    output::<super::simd::Avx512>(m, o, ocp, tp, y)
+unsafe fn output_avx512(m: *const f32, o: usize, ocp: usize, tp: usize, y: *mut f32, post: Post) {
+    output::<super::simd::Avx512>(m, o, ocp, tp, y, post)
 }
 
 /// Ask for the input rows the next channel's gather will read (they come from L3 or memory: one
