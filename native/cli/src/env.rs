@@ -46,6 +46,7 @@ pub fn cpu_options(threads: Option<usize>) -> CpuOptions {
             })
             .unwrap_or_default(),
         bf16_kernel: None,
+        layer_precision: Vec::new(),
     }
 }
 

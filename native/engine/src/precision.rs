@@ -243,6 +243,9 @@ impl Table {
     }
 }
 
+/// A backend of [`CpuPrecisions`]: its precision and, where layers are set apart, the network.
+type BackendKey = (Precision, Option<String>);
+
 /// Per-network precision on a CPU runtime: each network's precision from an explicit choice
 /// ([`Self::with`]) or else the table's [`Table::auto`]; one CPU backend per precision in use.
 pub struct CpuPrecisions {
@@ -253,8 +256,8 @@ pub struct CpuPrecisions {
     all: Precision,
     /// Per-layer precisions given for a network ([`Self::with_layers`]), over the table's rule.
     layers: HashMap<String, Vec<(String, Precision)>>,
-    /// By precision, and for int8 with layers set apart by network too (None: the plain one).
-    backends: Mutex<HashMap<(Precision, Option<String>), Arc<dyn Backend>>>,
+    /// By precision, and with layers set apart by network too (None: the plain one).
+    backends: Mutex<HashMap<BackendKey, Arc<dyn Backend>>>,
     /// The first narrow backend: the others share its worker pool.
     pool: OnceLock<Arc<CpuBackend>>,
 }

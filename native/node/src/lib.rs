@@ -208,6 +208,7 @@ fn engine_options(o: EngineOptions) -> lucent_core::Result<EOpts> {
         calibration_cache: o.cpu_calibration_cache.as_deref().map(CacheFile::from_setting).unwrap_or_default(),
         precision,
         bf16_kernel: None,
+        layer_precision: Vec::new(),
     };
     let gpu = GpuOptions {
         adapter_name: o.adapter.filter(|s| !s.is_empty()),
