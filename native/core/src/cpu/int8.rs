@@ -2,6 +2,9 @@
 //! kernels up to 5x5, at least 8 input channels): s8 weights, u8 activations, i32 sums, then the
 //! conv's fused fp32 epilogue.
 //!
+//! Long (~570 lines) on purpose: the quantisation, the conversion and the VNNI / emulated kernels
+//! share one layout and one set of invariants; split, each part would need the others to be read.
+//!
 //! Quantisation: weights symmetric per output channel (`sw[o] = max|w| / 127`, values rounded to
 //! -127..127), packed once with their sums `wsum[o]`; activations per tensor, asymmetric, from the
 //! conv input's actual range measured over all of it first (`sa = (hi - lo) / 255`, the range
