@@ -24,7 +24,7 @@
 //! without either and for tests of the layout on any CPU.
 
 pub use super::bf16_job::{phases, Job};
-use super::bf16_job::{run_rows, row_stride, KernelFn, Lines, Split};
+use super::bf16_job::{probe_ns, run_rows, row_stride, KernelFn, Lines, ProbeShape, Split};
 use super::epilogue::RowOps;
 use super::ptr::SendPtr;
 use crate::ncnn::model::Conv;
@@ -249,42 +249,9 @@ unsafe fn block_avx512bf16(j: &Job, q: usize, ob2: usize, c: *mut f32, ldc: usiz
 #[doc(hidden)]
 pub fn probe_kernel_ns(kernel: Bf16Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
     kernel.supported().then_some(())?;
-    assert!(w >= 32, "probe rows are at least 32 wide");
-    let (icp, ocp, ks) = (ic.div_ceil(32) * 32, oc.div_ceil(32) * 32, row_stride(w + k - 1));
-    let rstride = icp / 2 * ks;
-    let mut seed = 0x9e37_79b9u32;
-    let mut rnd = |n: usize| -> Vec<u32> {
-        (0..n)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 17;
-                seed ^= seed << 5;
-                let v = |s: u32| to_bf16((s % 2001) as f32 / 1000.0 - 1.0) as u32;
-                v(seed) | v(seed >> 11) << 16
-            })
-            .collect()
-    };
-    let mut x = Lines::zeroed((rows + k) * rstride + 64 + 2 * ks);
-    let nx = x.as_slice().len();
-    x.as_mut_slice().copy_from_slice(&rnd(nx));
-    let mut wt = Lines::zeroed(k * k * (ocp / 16) * (icp / 32) * 256);
-    let nw = wt.as_slice().len();
-    wt.as_mut_slice().copy_from_slice(&rnd(nw));
-    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: k, kw: k, nkc: icp / 32, nob: ocp / 16, w: wt.as_slice(), wsum: &[] };
-    let xblocks = Split::of(rows, w, ocp).xblocks;
-    let plane = rows * w;
-    let mut out = vec![0f32; ocp * plane];
-    let (mut scratch, mut blocks) = (vec![0f32; 32 * 32], Vec::new());
-    let _tiles = (kernel == Bf16Kernel::Amx).then(super::amx::Tiles::config);
-    let mut best = f64::INFINITY;
-    for _ in 0..reps.max(1) {
-        let t = phases::thread_ns();
-        // SAFETY: `out` holds the ocp planes, B reads stay inside `x` (its tail), the kernel runs here.
-        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, true, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
-        best = best.min((phases::thread_ns() - t) as f64);
-    }
-    std::hint::black_box(&out);
-    Some(best)
+    let v = |s: u32| to_bf16((s % 2001) as f32 / 1000.0 - 1.0) as u32;
+    let shape = ProbeShape { ic, oc, k, w, rows };
+    Some(probe_ns::<f32>(kernel_fn(kernel), shape, 2, 32, |s| v(s) | v(s >> 11) << 16, kernel == Bf16Kernel::Amx, true, reps))
 }
 
 thread_local! {

@@ -161,6 +161,61 @@ impl Split {
 /// [`phases::set_phase_timing`] turned them on; then each conv adds its phases' times: CPU time of
 /// the calling thread (so a loaded machine's preemption is not counted) for the conversion and the
 /// whole conv, and of the worker threads, summed over the work items, for kernels and epilogue.
+/// The shape of a kernel probe (cpu_bench `--kernels`): an `ic` -> `oc` `k` x `k` conv over every
+/// 32 x 32 block of `rows` output rows `w` wide.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeShape {
+    pub ic: usize,
+    pub oc: usize,
+    pub k: usize,
+    pub w: usize,
+    pub rows: usize,
+}
+
+/// The probe of one kernel (bf16 and int8 share it): the fastest of `reps` passes (ns, this thread)
+/// of `kernel` on pseudo-random words from `word` (`per` channels a word: 2 bf16 or 4 int8; input
+/// channels rounded up to `chunk`), no conversion or epilogue. `amx` configures the tiles first,
+/// `by_column` is the driver's block order for that precision.
+#[allow(clippy::too_many_arguments)]
+pub fn probe_ns<T: Copy + Default>(kernel: KernelFn<T>, s: ProbeShape, per: usize, chunk: usize, word: impl Fn(u32) -> u32, amx: bool, by_column: bool, reps: usize) -> f64 {
+    assert!(s.w >= 32, "probe rows are at least 32 wide");
+    let (icp, ocp, ks) = (s.ic.div_ceil(chunk) * chunk, s.oc.div_ceil(32) * 32, row_stride(s.w + s.k - 1));
+    let rstride = icp / per * ks;
+    let mut seed = 0x9e37_79b9u32;
+    let mut fill = |l: &mut Lines| {
+        for v in l.as_mut_slice() {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            *v = word(seed);
+        }
+    };
+    let mut x = Lines::zeroed((s.rows + s.k) * rstride + 64 + 2 * ks);
+    fill(&mut x);
+    let mut wt = Lines::zeroed(s.k * s.k * (ocp / 16) * (icp / chunk) * 256);
+    fill(&mut wt);
+    let wsum = vec![0i32; ocp];
+    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: s.k, kw: s.k, nkc: icp / chunk, nob: ocp / 16, w: wt.as_slice(), wsum: &wsum };
+    let xblocks = Split::of(s.rows, s.w, ocp).xblocks;
+    let plane = s.rows * s.w;
+    let mut out = vec![T::default(); ocp * plane];
+    let (mut scratch, mut blocks) = (vec![T::default(); 32 * 32], Vec::new());
+    #[cfg(target_arch = "x86_64")]
+    let _tiles = amx.then(super::amx::Tiles::config);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = amx;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = phases::thread_ns();
+        // SAFETY: `out` holds the ocp planes, B reads stay inside `x` (its tail), and the caller
+        // passes a kernel this CPU runs.
+        unsafe { run_rows(&job, kernel, 0, s.rows, s.w, ocp, &xblocks, by_column, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
+        best = best.min((phases::thread_ns() - t) as f64);
+    }
+    std::hint::black_box(&out);
+    best
+}
+
 pub mod phases {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 

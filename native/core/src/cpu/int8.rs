@@ -29,7 +29,7 @@
 //! of the layout on any CPU).
 
 pub use super::bf16_job::Job;
-use super::bf16_job::{phases, row_stride, run_rows, KernelFn, Lines, Split};
+use super::bf16_job::{phases, probe_ns, row_stride, run_rows, KernelFn, Lines, ProbeShape, Split};
 use super::epilogue::RowOps;
 use super::isa::Isa;
 use super::ptr::SendPtr;
@@ -334,42 +334,8 @@ unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) 
 #[doc(hidden)]
 pub fn probe_kernel_ns(kernel: Int8Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
     kernel.supported().then_some(())?;
-    assert!(w >= 32, "probe rows are at least 32 wide");
-    let (icp, ocp, ks) = (ic.div_ceil(64) * 64, oc.div_ceil(32) * 32, row_stride(w + k - 1));
-    let rstride = icp / 4 * ks;
-    let mut seed = 0x9e37_79b9u32;
-    let mut rnd = |n: usize| -> Vec<u32> {
-        (0..n)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 17;
-                seed ^= seed << 5;
-                seed & 0x7f7f_7f7f
-            })
-            .collect()
-    };
-    let mut x = Lines::zeroed((rows + k) * rstride + 64 + 2 * ks);
-    let nx = x.as_slice().len();
-    x.as_mut_slice().copy_from_slice(&rnd(nx));
-    let mut wt = Lines::zeroed(k * k * (ocp / 16) * (icp / 64) * 256);
-    let nw = wt.as_slice().len();
-    wt.as_mut_slice().copy_from_slice(&rnd(nw));
-    let wsum = vec![0i32; ocp];
-    let job = Job { x: x.as_slice(), kstride: ks, rstride, kh: k, kw: k, nkc: icp / 64, nob: ocp / 16, w: wt.as_slice(), wsum: &wsum };
-    let xblocks = Split::of(rows, w, ocp).xblocks;
-    let plane = rows * w;
-    let mut out = vec![0i32; ocp * plane];
-    let (mut scratch, mut blocks) = (vec![0i32; 32 * 32], Vec::new());
-    let _tiles = (kernel == Int8Kernel::Amx).then(super::amx::Tiles::config);
-    let mut best = f64::INFINITY;
-    for _ in 0..reps.max(1) {
-        let t = phases::thread_ns();
-        // SAFETY: as in bf16::probe_kernel_ns.
-        unsafe { run_rows(&job, kernel_fn(kernel), 0, rows, w, ocp, &xblocks, false, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
-        best = best.min((phases::thread_ns() - t) as f64);
-    }
-    std::hint::black_box(&out);
-    Some(best)
+    let shape = ProbeShape { ic, oc, k, w, rows };
+    Some(probe_ns::<i32>(kernel_fn(kernel), shape, 4, 64, |s| s & 0x7f7f_7f7f, kernel == Int8Kernel::Amx, false, reps))
 }
 
 thread_local! {
