@@ -251,7 +251,8 @@ pub fn probe_kernel_ns(kernel: Bf16Kernel, ic: usize, oc: usize, k: usize, w: us
     kernel.supported().then_some(())?;
     let v = |s: u32| to_bf16((s % 2001) as f32 / 1000.0 - 1.0) as u32;
     let shape = ProbeShape { ic, oc, k, w, rows };
-    Some(probe_ns::<f32>(kernel_fn(kernel), shape, 2, 32, |s| v(s) | v(s >> 11) << 16, kernel == Bf16Kernel::Amx, true, reps))
+    let _tiles = (kernel == Bf16Kernel::Amx).then(super::amx::Tiles::config);
+    Some(probe_ns::<f32>(kernel_fn(kernel), shape, 2, 32, |s| v(s) | v(s >> 11) << 16, true, reps))
 }
 
 thread_local! {

@@ -174,10 +174,9 @@ pub struct ProbeShape {
 
 /// The probe of one kernel (bf16 and int8 share it): the fastest of `reps` passes (ns, this thread)
 /// of `kernel` on pseudo-random words from `word` (`per` channels a word: 2 bf16 or 4 int8; input
-/// channels rounded up to `chunk`), no conversion or epilogue. `amx` configures the tiles first,
-/// `by_column` is the driver's block order for that precision.
-#[allow(clippy::too_many_arguments)]
-pub fn probe_ns<T: Copy + Default>(kernel: KernelFn<T>, s: ProbeShape, per: usize, chunk: usize, word: impl Fn(u32) -> u32, amx: bool, by_column: bool, reps: usize) -> f64 {
+/// channels rounded up to `chunk`), no conversion or epilogue, on the calling thread (an AMX kernel
+/// needs the caller's tile configuration); `by_column` is the driver's block order for that precision.
+pub fn probe_ns<T: Copy + Default>(kernel: KernelFn<T>, s: ProbeShape, per: usize, chunk: usize, word: impl Fn(u32) -> u32, by_column: bool, reps: usize) -> f64 {
     assert!(s.w >= 32, "probe rows are at least 32 wide");
     let (icp, ocp, ks) = (s.ic.div_ceil(chunk) * chunk, s.oc.div_ceil(32) * 32, row_stride(s.w + s.k - 1));
     let rstride = icp / per * ks;
@@ -200,15 +199,11 @@ pub fn probe_ns<T: Copy + Default>(kernel: KernelFn<T>, s: ProbeShape, per: usiz
     let plane = s.rows * s.w;
     let mut out = vec![T::default(); ocp * plane];
     let (mut scratch, mut blocks) = (vec![T::default(); 32 * 32], Vec::new());
-    #[cfg(target_arch = "x86_64")]
-    let _tiles = amx.then(super::amx::Tiles::config);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = amx;
     let mut best = f64::INFINITY;
     for _ in 0..reps.max(1) {
         let t = phases::thread_ns();
         // SAFETY: `out` holds the ocp planes, B reads stay inside `x` (its tail), and the caller
-        // passes a kernel this CPU runs.
+        // passes a kernel this CPU runs (tiles configured for an AMX one).
         unsafe { run_rows(&job, kernel, 0, s.rows, s.w, ocp, &xblocks, by_column, out.as_mut_ptr(), plane, &mut scratch, &mut blocks) };
         best = best.min((phases::thread_ns() - t) as f64);
     }

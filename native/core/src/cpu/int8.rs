@@ -335,7 +335,8 @@ unsafe fn pack_row_avx512(d: &mut [u32], rows: &[Option<&[f32]>; 4], qt: Quant) 
 pub fn probe_kernel_ns(kernel: Int8Kernel, ic: usize, oc: usize, k: usize, w: usize, rows: usize, reps: usize) -> Option<f64> {
     kernel.supported().then_some(())?;
     let shape = ProbeShape { ic, oc, k, w, rows };
-    Some(probe_ns::<i32>(kernel_fn(kernel), shape, 4, 64, |s| s & 0x7f7f_7f7f, kernel == Int8Kernel::Amx, false, reps))
+    let _tiles = (kernel == Int8Kernel::Amx).then(super::amx::Tiles::config);
+    Some(probe_ns::<i32>(kernel_fn(kernel), shape, 4, 64, |s| s & 0x7f7f_7f7f, false, reps))
 }
 
 thread_local! {
