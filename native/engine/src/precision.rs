@@ -330,13 +330,13 @@ impl CpuPrecisions {
             return fp32_backend.clone();
         }
         let key = (p, (!layers.is_empty()).then(|| network.to_string()));
-        let opts = CpuOptions { precision: p, layer_precision: layers, ..self.base.clone() };
         // A poisoned map (a panic while building one) is still a valid map.
         self.backends
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(key)
             .or_insert_with(|| -> Arc<dyn Backend> {
+                let opts = CpuOptions { precision: p, layer_precision: layers, ..self.base.clone() };
                 match self.pool.get() {
                     Some(first) => Arc::new(first.sharing_pool(&opts)),
                     None => self.pool.get_or_init(|| Arc::new(CpuBackend::with_options(&opts))).clone(),

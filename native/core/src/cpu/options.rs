@@ -35,10 +35,10 @@ pub struct CpuOptions {
     /// Caps the bf16 kernel (tests and comparisons: `Some(Avx512Bf16)` keeps AMX off, `Some(Emulated)`
     /// pins the portable one). None: the best this CPU runs.
     pub bf16_kernel: Option<Bf16Kernel>,
-    /// Per-layer precision, by conv layer name, over `precision` (`Auto` there: the backend's): the
-    /// per-layer rule of int8 (the layers of one network that lose too much in int8 run bf16, from
-    /// the engine's committed measurements) and the measurements behind it (one layer narrower). A
-    /// layer not named runs `precision`; a named precision this CPU lacks runs fp32.
+    /// Per-layer precision, by conv layer name, over `precision`: the per-layer rule (the layers of
+    /// one network that lose too much at its precision run one step wider, from the engine's
+    /// committed measurements) and the measurements behind it (one layer narrower). A layer not
+    /// named runs `precision`; a named precision this CPU lacks runs fp32.
     pub layer_precision: Vec<(String, Precision)>,
 }
 
@@ -143,7 +143,12 @@ impl CpuOptions {
     /// The int8 kernel the convs may use under these options (precision `Int8` and a CPU with
     /// AMX-INT8 or AVX512-VNNI), or None; [`Self::effective_bf16`] gives the line saying so.
     pub fn effective_int8(&self) -> Option<Int8Kernel> {
-        (self.precision == Precision::Int8 && self.isa_cap().is_none()).then(Int8Kernel::best).flatten()
+        (self.precision == Precision::Int8).then(|| self.int8_capped()).flatten()
+    }
+
+    /// The int8 kernel under the `isa` cap.
+    fn int8_capped(&self) -> Option<Int8Kernel> {
+        self.isa_cap().is_none().then(Int8Kernel::best).flatten()
     }
 
     /// The `isa` cap below AVX-512 (`LUCENT_CPU_ISA=avx2` or `scalar`) keeps the bf16 and int8
@@ -167,7 +172,7 @@ impl CpuOptions {
     pub fn kernels_for(&self, p: Precision) -> (Option<Bf16Kernel>, Option<Int8Kernel>) {
         match p {
             Precision::Bf16 => (self.bf16_capped(), None),
-            Precision::Int8 => (None, if self.isa_cap().is_none() { Int8Kernel::best() } else { None }),
+            Precision::Int8 => (None, self.int8_capped()),
             Precision::Fp32 | Precision::Auto => (None, None),
         }
     }
@@ -178,19 +183,19 @@ impl CpuOptions {
         match self.precision {
             Precision::Fp32 => (None, "fp32".into()),
             Precision::Auto => (None, "fp32 (auto: no precision chosen by the caller)".into()),
-            Precision::Int8 => match self.effective_int8() {
-                Some(k) => (None, format!("int8 ({}) where measured faster, else fp32", k.name())),
-                None if self.isa_cap().is_some() => (None, format!("fp32 (int8 requested, {})", self.isa_cap().unwrap_or_default())),
-                None => {
+            Precision::Int8 => match (self.int8_capped(), self.isa_cap()) {
+                (Some(k), _) => (None, format!("int8 ({}) where measured faster, else fp32", k.name())),
+                (None, Some(why)) => (None, format!("fp32 (int8 requested, {why})")),
+                (None, None) => {
                     let why: Vec<String> = [Int8Kernel::Amx, Int8Kernel::Vnni].iter().map(|k| format!("{}: {}", k.name(), k.unsupported_reason().unwrap_or_default())).collect();
                     (None, format!("fp32 (int8 requested, no int8 unit: {})", why.join("; ")))
                 }
             },
             Precision::Bf16 => {
-                match self.bf16_capped() {
-                    Some(k) => (Some(k), format!("bf16 ({}) where measured faster, else fp32", k.name())),
-                    None if self.isa_cap().is_some() => (None, format!("fp32 (bf16 requested, {})", self.isa_cap().unwrap_or_default())),
-                    None => {
+                match (self.bf16_capped(), self.isa_cap()) {
+                    (Some(k), _) => (Some(k), format!("bf16 ({}) where measured faster, else fp32", k.name())),
+                    (None, Some(why)) => (None, format!("fp32 (bf16 requested, {why})")),
+                    (None, None) => {
                         let why: Vec<String> = [Bf16Kernel::Amx, Bf16Kernel::Avx512Bf16]
                             .into_iter()
                             .filter(|&x| self.bf16_kernel.is_none_or(|cap| x <= cap))
